@@ -1,0 +1,41 @@
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import { registerBearerAuth } from './auth/bearer.js'
+import { TokenVerifier } from './auth/token-cache.js'
+import { registerErrorHandler } from './plugins/error-handler.js'
+import { registerJsonBody } from './plugins/json-body.js'
+import { registerRequestId, requestId } from './plugins/request-id.js'
+import { registerDocs } from './routes/docs.js'
+import { healthRoutes } from './routes/health.js'
+import { plantRoutes } from './routes/plants.js'
+import { validatorCompiler } from './schemas/validator.js'
+import type { Storage } from './storage/index.js'
+import { VERSION } from './version.js'
+
+export const BODY_LIMIT = 64 * 1024
+
+/** What the app needs from its host: storage, and how to log and cache. */
+export interface AppOptions {
+  storage: Storage
+  /** How long a verified token is trusted before it is read again; bounds revocation delay. */
+  tokenCacheTtlMs?: number
+  logger?: FastifyServerOptions['logger']
+}
+
+/** Builds the Fastify app with every route and plugin. It never listens: the caller does. */
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ?? false,
+    genReqId: requestId,
+    requestIdHeader: false,
+    bodyLimit: BODY_LIMIT,
+  })
+  app.setValidatorCompiler(validatorCompiler)
+  registerRequestId(app)
+  registerErrorHandler(app)
+  registerJsonBody(app)
+  await registerDocs(app, VERSION)
+  registerBearerAuth(app, new TokenVerifier(options.storage, { ttlMs: options.tokenCacheTtlMs ?? 2000 }))
+  await app.register(healthRoutes)
+  await app.register(plantRoutes, { storage: options.storage })
+  return app
+}

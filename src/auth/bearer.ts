@@ -1,0 +1,83 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { ApiError } from '../errors.js'
+import type { Scope } from './tokens.js'
+import type { TokenVerifier } from './token-cache.js'
+
+export const REALM = 'plantstore'
+
+/** Who is calling: the account and token behind a verified bearer token. */
+export interface Caller {
+  accountId: number
+  accountName: string
+  tokenId: string
+  scopes: string[]
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller | null
+  }
+  interface FastifyContextConfig {
+    /** The scope a route needs; routes without one are public. */
+    scope?: Scope
+  }
+}
+
+// RFC 6750 b64token, bounded so a huge header costs nothing to hash.
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]{1,512}=*) *$/i
+
+function challenge(params: string = ''): Record<string, string> {
+  return { 'www-authenticate': `Bearer realm="${REALM}"${params}` }
+}
+
+function invalidToken(message: string): ApiError {
+  return new ApiError('invalidToken', message, challenge(', error="invalid_token"'))
+}
+
+/** Extracts the bearer secret, or throws the 401 the header deserves. */
+function bearerSecret(request: FastifyRequest): string {
+  const header = request.headers.authorization
+  if (header === undefined || header === '') {
+    throw new ApiError('missingToken', 'Authorization header with a Bearer token is required', challenge())
+  }
+  if (!/^Bearer(\s|$)/i.test(header)) {
+    throw new ApiError('missingToken', 'Authorization header must use the Bearer scheme', challenge())
+  }
+  const match = BEARER.exec(header)
+  if (match?.[1] === undefined) throw invalidToken('Authorization header holds a malformed Bearer token')
+  return match[1]
+}
+
+const REFUSALS = {
+  unknown: 'bearer token is not valid',
+  expired: 'bearer token has expired',
+  revoked: 'bearer token has been revoked',
+} as const
+
+/**
+ * Authenticates every route that declares a `scope` in its config, in onRequest:
+ * before the body is read, so unauthenticated clients cannot make us parse anything.
+ */
+export function registerBearerAuth(app: FastifyInstance, verifier: TokenVerifier): void {
+  app.decorateRequest('caller', null)
+  app.addHook('onRequest', async (request) => {
+    const scope = request.routeOptions.config.scope
+    if (scope === undefined) return
+    const result = await verifier.verify(bearerSecret(request))
+    if (!result.ok) throw invalidToken(REFUSALS[result.reason])
+    const { token } = result
+    if (!token.scopes.includes(scope)) {
+      throw new ApiError(
+        'insufficientScope',
+        `token lacks the scope ${scope} this operation needs`,
+        challenge(`, error="insufficient_scope", scope="${scope}"`),
+      )
+    }
+    request.caller = {
+      accountId: token.accountId,
+      accountName: token.accountName,
+      tokenId: token.id,
+      scopes: token.scopes,
+    }
+  })
+}

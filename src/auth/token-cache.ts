@@ -1,0 +1,63 @@
+import { timingSafeEqual } from 'node:crypto'
+import type { Storage } from '../storage/index.js'
+import type { TokenRecord } from '../storage/types.js'
+import { hashSecret } from './tokens.js'
+
+/** Why a presented secret was refused. */
+export type TokenRefusal = 'unknown' | 'expired' | 'revoked'
+
+/** The outcome of checking a secret. */
+export type TokenCheck = { ok: true; token: TokenRecord } | { ok: false; reason: TokenRefusal }
+
+interface Entry {
+  token: (TokenRecord & { secretHash: Buffer }) | undefined
+  fetchedAt: number
+}
+
+/**
+ * Resolves bearer secrets to tokens, caching hits for `ttlMs` so a request
+ * does not cost a database round trip. A revocation made elsewhere (the CLI,
+ * another instance) takes effect within `ttlMs`. Unknown secrets are not
+ * cached, so a token created a moment ago works at once.
+ */
+export class TokenVerifier {
+  readonly #storage: Storage
+  readonly #ttlMs: number
+  readonly #maxEntries: number
+  readonly #entries = new Map<string, Entry>()
+
+  constructor(storage: Storage, options: { ttlMs: number; maxEntries?: number }) {
+    this.#storage = storage
+    this.#ttlMs = options.ttlMs
+    this.#maxEntries = options.maxEntries ?? 10_000
+  }
+
+  async verify(secret: string, now = Date.now()): Promise<TokenCheck> {
+    const hash = hashSecret(secret)
+    const token = await this.#lookup(hash, now)
+    // The index found it by hash already; comparing again in constant time
+    // keeps the decision itself free of data-dependent timing.
+    if (token === undefined || !timingSafeEqual(token.secretHash, hash)) return { ok: false, reason: 'unknown' }
+    if (token.revokedAt !== null) return { ok: false, reason: 'revoked' }
+    if (token.expiresAt !== null && token.expiresAt.getTime() <= now) return { ok: false, reason: 'expired' }
+    return { ok: true, token }
+  }
+
+  async #lookup(hash: Buffer, now: number): Promise<Entry['token']> {
+    const key = hash.toString('base64')
+    const cached = this.#entries.get(key)
+    if (cached !== undefined && now - cached.fetchedAt < this.#ttlMs) return cached.token
+    const token = await this.#storage.findToken(hash)
+    this.#entries.delete(key)
+    if (token !== undefined) this.#remember(key, { token, fetchedAt: now })
+    return token
+  }
+
+  #remember(key: string, entry: Entry): void {
+    if (this.#entries.size >= this.#maxEntries) {
+      const oldest = this.#entries.keys().next().value
+      if (oldest !== undefined) this.#entries.delete(oldest)
+    }
+    this.#entries.set(key, entry)
+  }
+}

@@ -1,0 +1,39 @@
+import { ConfigError } from '../config.js'
+import { VERSION } from '../version.js'
+import { SERVE_HELP, serveCommand } from './serve.js'
+import { TOKENS_HELP, tokensCommand } from './tokens.js'
+
+const HELP = `plantstore ${VERSION}: the Plant Store API service
+
+Usage: plantstore <command> [options]
+
+Commands:
+  serve     run the HTTP service (what npm start runs)
+  tokens    create, list and revoke API tokens
+
+Run plantstore <command> --help for a command's options.`
+
+const COMMANDS: Record<string, { help: string; run: (args: string[]) => Promise<void> }> = {
+  serve: { help: SERVE_HELP, run: serveCommand },
+  tokens: { help: TOKENS_HELP, run: tokensCommand },
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [name, ...args] = argv
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(HELP + '\n')
+    return
+  }
+  if (name === '--version') return void process.stdout.write(VERSION + '\n')
+  const command = COMMANDS[name]
+  if (command === undefined) throw new ConfigError(`unknown command "${name}"; run plantstore --help`)
+  if (args.includes('--help') || args.includes('-h')) return void process.stdout.write(command.help + '\n')
+  await command.run(args)
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  // Configuration and usage problems get one clear line; anything else is a bug worth its stack.
+  const known = err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+  process.stderr.write(`plantstore: ${known ? (err as Error).message : String((err as Error).stack ?? err)}\n`)
+  process.exitCode = 1
+})

@@ -1,0 +1,23 @@
+import { parseArgs } from 'node:util'
+import { loadConfig } from '../config.js'
+import { serve } from '../server.js'
+
+export const SERVE_HELP = `Usage: plantstore serve [--port 8080] [--host 127.0.0.1] [--database URL]
+
+Runs the HTTP service. Flags override the environment:
+  --port N         PORT          port to listen on (default 8080; 0 picks a free one)
+  --host ADDR      HOST          address to listen on (default 127.0.0.1)
+  --database URL   DATABASE_URL  storage (default sqlite:./data/plantstore.db)
+                   LOG_LEVEL     fatal|error|warn|info|debug|trace|silent (default info)
+                   PLANTSTORE_BOOTSTRAP_TOKEN  the first token of an empty store`
+
+/** `plantstore serve`. */
+export async function serveCommand(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { port: { type: 'string' }, host: { type: 'string' }, database: { type: 'string' } },
+    strict: true,
+  })
+  const config = loadConfig(process.env, { PORT: values.port, HOST: values.host, DATABASE_URL: values.database })
+  await serve(config)
+}

@@ -1,0 +1,49 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
+
+/** Every setting the service reads, with its environment variable and bounds. The README's table mirrors it. */
+export const ConfigSchema = Type.Object({
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+  HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
+  DATABASE_URL: Type.String({ pattern: '^(sqlite):.+', default: DEFAULT_DATABASE_URL }),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info' },
+  ),
+  PLANTSTORE_BOOTSTRAP_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{32,512}$' })),
+})
+export type Config = Static<typeof ConfigSchema>
+
+const HINTS: Record<string, string> = {
+  PORT: 'an integer from 0 to 65535',
+  HOST: 'a host name or address to listen on',
+  DATABASE_URL: 'a URL like sqlite:./data/plantstore.db',
+  LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',
+  PLANTSTORE_BOOTSTRAP_TOKEN: '32 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
+}
+
+const SECRET_KEYS = new Set(['PLANTSTORE_BOOTSTRAP_TOKEN'])
+
+/** Invalid configuration; the message starts with the key's name. */
+export class ConfigError extends Error {}
+
+/**
+ * Reads configuration once: command-line overrides win over the environment,
+ * which wins over defaults. Throws ConfigError naming the first bad key.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv, overrides: Partial<Record<keyof Config, string>> = {}): Config {
+  const raw: Record<string, unknown> = {}
+  for (const key of Object.keys(ConfigSchema.properties)) {
+    const value = overrides[key as keyof Config] ?? env[key]
+    if (value !== undefined && value !== '') raw[key] = value
+  }
+  if (typeof raw.PORT === 'string') raw.PORT = /^[0-9]{1,5}$/.test(raw.PORT) ? Number(raw.PORT) : raw.PORT
+  const config = Value.Default(ConfigSchema, raw)
+  const error = Value.Errors(ConfigSchema, config).First()
+  if (error === undefined) return config as Config
+  const key = error.path.split('/')[1] ?? 'configuration'
+  const shown = SECRET_KEYS.has(key) ? '(hidden)' : JSON.stringify(String(raw[key]))
+  throw new ConfigError(`${key}: invalid value ${shown}; expected ${HINTS[key] ?? error.message}`)
+}

@@ -1,0 +1,62 @@
+/**
+ * The error catalogue: every error the API returns has one stable numeric
+ * `error` value here, one per cause. Clients may switch on these numbers;
+ * they never change meaning once released.
+ */
+export const ErrorCatalogue = {
+  validation: { error: 40001, status: 400, summary: 'A parameter or body field is invalid' },
+  malformedJson: { error: 40002, status: 400, summary: 'The request body is not valid JSON' },
+  missingToken: { error: 40101, status: 401, summary: 'No bearer token was sent' },
+  invalidToken: {
+    error: 40102,
+    status: 401,
+    summary: 'The bearer token is malformed, unknown, expired or revoked',
+  },
+  insufficientScope: {
+    error: 40301,
+    status: 403,
+    summary: 'The token lacks the scope the operation needs',
+  },
+  plantNotFound: { error: 40401, status: 404, summary: 'The account has no plant with that id' },
+  routeNotFound: { error: 40402, status: 404, summary: 'No route matches the method and path' },
+  conflict: {
+    error: 40901,
+    status: 409,
+    summary: 'A plant with that id exists with a different name or tag',
+  },
+  bodyTooLarge: { error: 41301, status: 413, summary: 'The request body is over the size limit' },
+  unsupportedMediaType: {
+    error: 41501,
+    status: 415,
+    summary: 'The request body is not application/json',
+  },
+  rateLimited: { error: 42901, status: 429, summary: 'Too many requests; retry later' },
+  internal: { error: 50001, status: 500, summary: 'An unexpected error on the server' },
+  unavailable: { error: 50301, status: 503, summary: 'The storage is unavailable; retry later' },
+} as const
+
+/** A catalogue entry's name. */
+export type ErrorKind = keyof typeof ErrorCatalogue
+
+/** An error the API answers with a catalogue entry and a message safe to show the client. */
+export class ApiError extends Error {
+  readonly kind: ErrorKind
+  readonly statusCode: number
+  readonly headers: Record<string, string>
+
+  constructor(kind: ErrorKind, message: string, headers: Record<string, string> = {}) {
+    super(message)
+    this.name = 'ApiError'
+    this.kind = kind
+    this.statusCode = ErrorCatalogue[kind].status
+    this.headers = headers
+  }
+}
+
+/** Thrown by storage when the database cannot be reached or written; maps to 503. */
+export class StorageUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super('storage unavailable', { cause })
+    this.name = 'StorageUnavailableError'
+  }
+}

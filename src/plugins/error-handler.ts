@@ -1,0 +1,52 @@
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
+import { ApiError, ErrorCatalogue, StorageUnavailableError, type ErrorKind } from '../errors.js'
+
+// Fastify's own client errors, by code, mapped onto the catalogue.
+const FASTIFY_CODES: Record<string, ErrorKind> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupportedMediaType',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'bodyTooLarge',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'malformedJson',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'malformedJson',
+}
+
+const MESSAGES: Partial<Record<ErrorKind, string>> = {
+  unsupportedMediaType: 'Content-Type must be application/json',
+}
+
+/** Sends the Error shape for a catalogue entry. */
+export function sendError(reply: FastifyReply, kind: ErrorKind, message: string): FastifyReply {
+  const { status, error } = ErrorCatalogue[kind]
+  return reply.code(status).type('application/json; charset=utf-8').send({ error, message })
+}
+
+function clientKind(err: FastifyError): ErrorKind {
+  const known = err.code === undefined ? undefined : FASTIFY_CODES[err.code]
+  if (known !== undefined) return known
+  return err.statusCode === 404 ? 'routeNotFound' : 'validation'
+}
+
+/** One error handler for the app: every error leaves as `{error, message}`; 5xx messages say nothing internal. */
+export function registerErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    if (err instanceof ApiError) {
+      reply.headers(err.headers)
+      return sendError(reply, err.kind, err.message)
+    }
+    if (err instanceof StorageUnavailableError) {
+      request.log.warn({ err: err.cause }, 'storage unavailable')
+      reply.header('retry-after', '1')
+      return sendError(reply, 'unavailable', 'storage is unavailable; retry shortly')
+    }
+    const status = err.statusCode ?? 500
+    if (status >= 400 && status < 500) {
+      const kind = clientKind(err)
+      if (kind === 'bodyTooLarge') reply.header('connection', 'close')
+      return sendError(reply, kind, MESSAGES[kind] ?? err.message)
+    }
+    request.log.error({ err }, 'unhandled error')
+    return sendError(reply, 'internal', 'internal server error')
+  })
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, 'routeNotFound', `no route for ${request.method} ${request.url.split('?')[0]}`),
+  )
+}

@@ -1,0 +1,40 @@
+import type { FastifyInstance } from 'fastify'
+import { isInteger, parse } from 'lossless-json'
+import { ApiError } from '../errors.js'
+
+// Integer literals become bigint so int64 ids survive exactly (JSON.parse
+// would round 9007199254740993). Other numbers stay JS numbers.
+function parseNumber(text: string): bigint | number {
+  return isInteger(text) ? BigInt(text) : Number(text)
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** Parses a JSON body losslessly; malformed input (bad UTF-8 too) is a 400 with its own catalogue entry. */
+export function parseJsonBody(raw: Buffer): unknown {
+  let text: string
+  try {
+    text = utf8.decode(raw)
+  } catch {
+    throw new ApiError('malformedJson', 'body: not valid UTF-8')
+  }
+  if (text.trim() === '') throw new ApiError('malformedJson', 'body: expected a JSON object, got an empty body')
+  try {
+    return parse(text, null, parseNumber)
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : 'unparseable'
+    throw new ApiError('malformedJson', `body: malformed JSON (${reason})`)
+  }
+}
+
+/** Replaces Fastify's JSON parser with the lossless one, for application/json and +json types. */
+export function registerJsonBody(app: FastifyInstance): void {
+  app.removeContentTypeParser(['application/json'])
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+    try {
+      done(null, parseJsonBody(body as Buffer))
+    } catch (err) {
+      done(err as Error, undefined)
+    }
+  })
+}

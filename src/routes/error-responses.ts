@@ -1,0 +1,33 @@
+import { Type, type TSchema } from '@sinclair/typebox'
+import { ErrorCatalogue, type ErrorKind } from '../errors.js'
+import { ErrorBody } from '../schemas/error.js'
+
+const AUTHENTICATED: ErrorKind[] = ['missingToken', 'invalidToken', 'insufficientScope']
+
+const challenge = { 'WWW-Authenticate': Type.String({ description: 'RFC 6750 Bearer challenge' }) }
+const HEADERS: Record<number, Record<string, TSchema>> = {
+  401: challenge,
+  403: challenge,
+  503: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
+}
+
+/**
+ * Response schemas for the given error kinds (plus auth failures and the
+ * internal error), one per status, each describing its catalogue values.
+ */
+export function errorResponses(...kinds: ErrorKind[]): Record<number, TSchema> {
+  const byStatus = new Map<number, ErrorKind[]>()
+  for (const kind of [...kinds, ...AUTHENTICATED, 'internal' as const]) {
+    const { status } = ErrorCatalogue[kind]
+    const list = byStatus.get(status) ?? []
+    if (!list.includes(kind)) list.push(kind)
+    byStatus.set(status, list)
+  }
+  const responses: Record<number, TSchema> = {}
+  for (const [status, list] of byStatus) {
+    const values = list.map((kind) => `${ErrorCatalogue[kind].error}: ${ErrorCatalogue[kind].summary}`)
+    const description = `Error. \`error\` is one of: ${values.join('; ')}`
+    responses[status] = Type.Ref(ErrorBody, { description, ...(HEADERS[status] && { headers: HEADERS[status] }) })
+  }
+  return responses
+}

@@ -1,0 +1,56 @@
+import { Kind, type TSchema, type TObject } from '@sinclair/typebox'
+import { TypeCompiler } from '@sinclair/typebox/compiler'
+import { Value } from '@sinclair/typebox/value'
+import { SetErrorFunction, DefaultErrorFunction, ValueErrorType } from '@sinclair/typebox/errors'
+import type { FastifySchemaCompiler } from 'fastify'
+import { ApiError } from '../errors.js'
+import { INT64_MAX, INT64_MIN, parseInt64 } from './int64.js'
+
+SetErrorFunction((error) =>
+  error.errorType === ValueErrorType.Kind && error.schema[Kind] === 'Int64'
+    ? `expected an integer from ${INT64_MIN} to ${INT64_MAX}`
+    : DefaultErrorFunction(error).replace(/^Expected/, 'expected'),
+)
+
+const INTEGER = /^-?(0|[1-9][0-9]*)$/
+
+/** Turns one query or path string into the type its schema asks for; leaves anything else to fail validation. */
+function coerceScalar(schema: TSchema, raw: unknown): unknown {
+  if (typeof raw !== 'string') return raw
+  if (schema[Kind] === 'Int64') return parseInt64(raw) ?? raw
+  if (schema[Kind] === 'Integer') return INTEGER.test(raw) && raw.length <= 16 ? Number(raw) : raw
+  return raw
+}
+
+/** Query strings and paths arrive as strings: coerce strictly ("1.5" stays a string and fails). */
+function coerceParts(schema: TObject, data: unknown): unknown {
+  if (typeof data !== 'object' || data === null) return data
+  const out: Record<string, unknown> = {}
+  for (const [key, raw] of Object.entries(data)) {
+    const property = schema.properties[key]
+    out[key] = property === undefined ? raw : coerceScalar(property, raw)
+  }
+  return Value.Default(schema, out)
+}
+
+function describe(httpPart: string | undefined, path: string, message: string): string {
+  const field = path.slice(1).replaceAll('/', '.')
+  const part = httpPart === 'body' ? 'body' : httpPart === 'params' ? 'path' : (httpPart ?? 'request')
+  return field === '' ? `${part}: ${message}` : `${part}.${field}: ${message}`
+}
+
+/**
+ * Fastify validator compiler backed by TypeBox's compiled checks. It knows the
+ * Int64 kind and reports the first problem with the field's name.
+ */
+export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
+  const check = TypeCompiler.Compile(schema)
+  const coerce = httpPart === 'body' ? (data: unknown) => data : (data: unknown) => coerceParts(schema as TObject, data)
+  return (data: unknown) => {
+    const value = coerce(data)
+    if (check.Check(value)) return { value }
+    const first = check.Errors(value).First()
+    const message = first === undefined ? 'invalid' : describe(httpPart, first.path, first.message)
+    return { error: new ApiError('validation', message) }
+  }
+}

@@ -1,0 +1,158 @@
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import Database, { type Statement } from 'better-sqlite3'
+import type { CreateOutcome, NewToken, PageRequest, Storage, StoredPlant, TokenRecord } from '../types.js'
+import { guard } from './errors.js'
+import { migrate } from './migrations.js'
+
+interface TokenRow {
+  id: string
+  account_id: number
+  account_name: string
+  secret_hash: Buffer
+  scopes: string
+  label: string | null
+  created_at: number
+  expires_at: number | null
+  revoked_at: number | null
+}
+
+const TOKEN_COLUMNS = `t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label,
+  t.created_at, t.expires_at, t.revoked_at`
+
+function toToken(row: TokenRow): TokenRecord & { secretHash: Buffer } {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    accountName: row.account_name,
+    secretHash: row.secret_hash,
+    scopes: row.scopes.split(' ').filter(Boolean),
+    label: row.label,
+    createdAt: new Date(row.created_at),
+    expiresAt: row.expires_at === null ? null : new Date(row.expires_at),
+    revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
+  }
+}
+
+function pageSql(tag: boolean, after: boolean): string {
+  const where = ['account_id = ?', tag ? 'tag = ?' : '', after ? 'id > ?' : ''].filter(Boolean).join(' AND ')
+  return `SELECT id, name, tag FROM plants WHERE ${where} ORDER BY id LIMIT ?`
+}
+
+/** Opens the SQLite file (creating folders and schema as needed) in WAL mode with full fsync on commit. */
+function open(file: string): Database.Database {
+  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
+  const db = new Database(file, { timeout: 5000 })
+  db.pragma('journal_mode = WAL')
+  // FULL: a commit is on disk before the client hears 200, even across power loss.
+  db.pragma('synchronous = FULL')
+  db.pragma('foreign_keys = ON')
+  migrate(db)
+  return db
+}
+
+/** Storage on an embedded SQLite file through better-sqlite3. */
+export class SqliteStorage implements Storage {
+  readonly #db: Database.Database
+  readonly #pages: Map<string, Statement>
+  readonly #insertPlant: Statement
+  readonly #getPlant: Statement
+  readonly #deletePlant: Statement
+  readonly #findToken: Statement
+  readonly #createPlantTx: Database.Transaction<(accountId: number, plant: StoredPlant) => CreateOutcome>
+
+  constructor(file: string) {
+    const db = (this.#db = guard(() => open(file)))
+    this.#pages = new Map(
+      [false, true].flatMap((tag) =>
+        [false, true].map((after) => [`${tag}:${after}`, db.prepare(pageSql(tag, after)).safeIntegers(true)]),
+      ),
+    )
+    this.#insertPlant = db.prepare(
+      'INSERT INTO plants (account_id, id, name, tag) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
+    )
+    this.#getPlant = db.prepare('SELECT name, tag FROM plants WHERE account_id = ? AND id = ?')
+    this.#deletePlant = db.prepare('DELETE FROM plants WHERE account_id = ? AND id = ?')
+    this.#findToken = db.prepare(
+      `SELECT ${TOKEN_COLUMNS} FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE t.secret_hash = ?`,
+    )
+    this.#createPlantTx = db.transaction((accountId: number, plant: StoredPlant): CreateOutcome => {
+      if (this.#insertPlant.run(accountId, plant.id, plant.name, plant.tag).changes === 1) return 'created'
+      const existing = this.#getPlant.get(accountId, plant.id) as { name: string; tag: string | null }
+      return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
+    })
+  }
+
+  async createPlant(accountId: number, plant: StoredPlant): Promise<CreateOutcome> {
+    return guard(() => this.#createPlantTx.immediate(accountId, plant))
+  }
+
+  async listPlants(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
+    const statement = this.#pages.get(`${page.tag !== undefined}:${page.after !== undefined}`)!
+    const args = [accountId, page.tag, page.after, page.limit].filter((arg) => arg !== undefined)
+    return guard(() => statement.all(...args) as StoredPlant[])
+  }
+
+  async deletePlant(accountId: number, id: bigint): Promise<boolean> {
+    return guard(() => this.#deletePlant.run(accountId, id).changes === 1)
+  }
+
+  async findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined> {
+    const row = guard(() => this.#findToken.get(secretHash) as TokenRow | undefined)
+    return row === undefined ? undefined : toToken(row)
+  }
+
+  async createToken(token: NewToken): Promise<TokenRecord> {
+    const db = this.#db
+    const insert = db.transaction(() => {
+      db.prepare('INSERT INTO accounts (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING').run(
+        token.accountName,
+        Date.now(),
+      )
+      const account = db.prepare('SELECT id FROM accounts WHERE name = ?').get(token.accountName) as { id: number }
+      db.prepare(
+        `INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      ).run(
+        token.id,
+        account.id,
+        token.secretHash,
+        token.scopes.join(' '),
+        token.label,
+        Date.now(),
+        token.expiresAt?.getTime() ?? null,
+      )
+    })
+    guard(() => insert.immediate())
+    const created = await this.findToken(token.secretHash)
+    return created!
+  }
+
+  async listTokens(accountName?: string): Promise<TokenRecord[]> {
+    const filter = accountName === undefined ? '' : 'WHERE a.name = ?'
+    const sql = `SELECT ${TOKEN_COLUMNS} FROM tokens t JOIN accounts a ON a.id = t.account_id ${filter}
+      ORDER BY t.created_at, t.id`
+    const rows = guard(() => this.#db.prepare(sql).all(...(accountName === undefined ? [] : [accountName])))
+    return (rows as TokenRow[]).map((row) => {
+      const { secretHash: _hidden, ...record } = toToken(row)
+      return record
+    })
+  }
+
+  async revokeToken(id: string): Promise<boolean> {
+    const sql = 'UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'
+    return guard(() => this.#db.prepare(sql).run(Date.now(), id).changes === 1)
+  }
+
+  async countTokens(): Promise<number> {
+    return guard(() => this.#db.prepare('SELECT count(*) FROM tokens').pluck().get() as number)
+  }
+
+  async ping(): Promise<void> {
+    guard(() => this.#db.prepare('SELECT 1').get())
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close()
+  }
+}

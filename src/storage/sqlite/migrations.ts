@@ -1,0 +1,48 @@
+import type { Database } from 'better-sqlite3'
+
+/** Versioned schema changes, applied in order, each once. Never edit a released entry: add one. */
+export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE accounts (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL
+      );
+      CREATE TABLE tokens (
+        id TEXT PRIMARY KEY,
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        secret_hash BLOB NOT NULL UNIQUE,
+        scopes TEXT NOT NULL,
+        label TEXT,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        revoked_at INTEGER
+      );
+      CREATE TABLE plants (
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        id INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        tag TEXT,
+        PRIMARY KEY (account_id, id)
+      ) WITHOUT ROWID;
+      CREATE INDEX plants_by_tag ON plants (account_id, tag, id);
+    `,
+  },
+]
+
+/** Applies pending migrations in one IMMEDIATE transaction, so a CLI and a server starting together are safe. */
+export function migrate(db: Database): void {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)')
+  const applied = db.prepare('SELECT version FROM schema_migrations').pluck()
+  const record = db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)')
+  db.transaction(() => {
+    const done = new Set(applied.all() as number[])
+    for (const migration of migrations) {
+      if (done.has(migration.version)) continue
+      db.exec(migration.sql)
+      record.run(migration.version, Date.now())
+    }
+  }).immediate()
+}
