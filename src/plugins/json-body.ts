@@ -27,10 +27,12 @@ export function parseJsonBody(raw: Buffer): unknown {
   }
 }
 
-/** Replaces Fastify's JSON parser with the lossless one, for application/json and +json types. */
+/** Makes the lossless JSON parser the only body parser: any other Content-Type is a 415. */
 export function registerJsonBody(app: FastifyInstance): void {
-  app.removeContentTypeParser(['application/json'])
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    // A Content-Type header on a bodiless DELETE or GET is harmless; only routes that take a body demand one.
+    if ((body as Buffer).length === 0 && request.routeOptions.schema?.body === undefined) return done(null, undefined)
     try {
       done(null, parseJsonBody(body as Buffer))
     } catch (err) {

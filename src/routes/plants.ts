@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ApiError } from '../errors.js'
-import { ListQuery } from '../schemas/list-query.js'
+import { LIMIT_DEFAULT, ListQuery } from '../schemas/list-query.js'
 import { NewPlant, Plant, PlantItem } from '../schemas/plant.js'
 import { PlantParams } from '../schemas/plant-params.js'
 import type { Caller } from '../auth/bearer.js'
@@ -26,8 +26,8 @@ function project(plant: StoredPlant, fields: Set<string>): PlantItem {
   return item
 }
 
-function nextLink(query: ListQuery, lastId: bigint): string {
-  const params = new URLSearchParams({ limit: String(query.limit), cursor: encodeCursor(lastId) })
+function nextLink(query: ListQuery, limit: number, lastId: bigint): string {
+  const params = new URLSearchParams({ limit: String(limit), cursor: encodeCursor(lastId) })
   if (query.tag !== undefined) params.set('tag', query.tag)
   if (query.fields !== undefined) params.set('fields', query.fields)
   return `</plants?${params.toString()}>; rel="next"`
@@ -96,6 +96,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asyn
     },
     async (request, reply) => {
       const { query } = request
+      const limit = query.limit ?? LIMIT_DEFAULT
       const fields = new Set(query.fields?.split(',') ?? ['name', 'tag'])
       if (!fields.has('name')) throw new ApiError('validation', 'querystring.fields: must include name')
       const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor)
@@ -103,13 +104,13 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asyn
         throw new ApiError('validation', 'querystring.cursor: not a cursor this server issued')
       }
       const page = await storage.listPlants(callerOf(request).accountId, {
-        limit: query.limit + 1,
+        limit: limit + 1,
         after,
         tag: query.tag,
       })
-      const items = page.slice(0, query.limit)
+      const items = page.slice(0, limit)
       const last = items.at(-1)
-      if (page.length > query.limit && last !== undefined) reply.header('link', nextLink(query, last.id))
+      if (page.length > limit && last !== undefined) reply.header('link', nextLink(query, limit, last.id))
       return items.map((plant) => project(plant, fields))
     },
   )

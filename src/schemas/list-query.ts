@@ -8,13 +8,15 @@ export const CURSOR_MAX = 64
 /** Query string of GET /plants. Unknown parameters are rejected, so typos surface. */
 export const ListQuery = Type.Object(
   {
-    limit: Type.Integer({
-      format: 'int32',
-      minimum: 1,
-      maximum: LIMIT_MAX,
-      default: LIMIT_DEFAULT,
-      description: 'The maximum number of results to return',
-    }),
+    limit: Type.Optional(
+      Type.Integer({
+        format: 'int32',
+        minimum: 1,
+        maximum: LIMIT_MAX,
+        default: LIMIT_DEFAULT,
+        description: 'The maximum number of results to return',
+      }),
+    ),
     cursor: Type.Optional(
       Type.String({
         minLength: 1,

@@ -1,0 +1,118 @@
+import assert from 'node:assert/strict'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { after, before, describe, test } from 'node:test'
+import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
+import { backends } from '../helpers/backends.js'
+
+const ROUTES = [
+  { method: 'GET', url: '/plants', scope: 'plants:read' },
+  { method: 'POST', url: '/plants', scope: 'plants:write' },
+  { method: 'DELETE', url: '/plants/1', scope: 'plants:write' },
+] as const
+
+for (const backend of backends) {
+  describe(`bearer authentication (${backend.name})`, () => {
+    let t: TestApp
+    before(async () => {
+      t = await buildTestApp(backend, 100)
+    })
+    after(() => t.close())
+
+    const call = (route: (typeof ROUTES)[number], headers: Record<string, string>) =>
+      t.app.inject({
+        method: route.method,
+        url: route.url,
+        headers: { 'content-type': 'application/json', ...headers },
+        payload: route.method === 'POST' ? '{"id": 1, "name": "x"}' : undefined,
+      })
+
+    for (const route of ROUTES) {
+      describe(`${route.method} ${route.url}`, () => {
+        test('answers 401 with a realm challenge when no token is sent', async () => {
+          const res = await call(route, {})
+          assert.equal(res.statusCode, 401)
+          assert.equal(res.headers['www-authenticate'], 'Bearer realm="plantstore"')
+          assert.equal(res.json().error, 40101)
+        })
+
+        test('answers 401 without an error code for another scheme', async () => {
+          const res = await call(route, { authorization: 'Basic YWxhZGRpbjpvcGVuc2VzYW1l' })
+          assert.equal(res.statusCode, 401)
+          assert.equal(res.headers['www-authenticate'], 'Bearer realm="plantstore"')
+          assert.match(res.json().message, /Bearer scheme/)
+        })
+
+        for (const [what, header] of [
+          ['a malformed token', 'Bearer has spaces in it'],
+          ['an empty token', 'Bearer '],
+          ['an unknown token', 'Bearer pst_' + 'A'.repeat(43)],
+        ]) {
+          test(`answers 401 invalid_token for ${what}`, async () => {
+            const res = await call(route, { authorization: header! })
+            assert.equal(res.statusCode, 401)
+            assert.equal(res.headers['www-authenticate'], 'Bearer realm="plantstore", error="invalid_token"')
+            assert.equal(res.json().error, 40102)
+          })
+        }
+
+        test('answers 401 invalid_token for an expired token', async () => {
+          const secret = await t.token('alice', { expiresAt: new Date(Date.now() - 1000) })
+          const res = await call(route, bearer(secret))
+          assert.equal(res.statusCode, 401)
+          assert.match(res.headers['www-authenticate'] as string, /error="invalid_token"/)
+          assert.equal(res.json().message, 'bearer token has expired')
+        })
+
+        test('answers 403 insufficient_scope naming the scope it needs', async () => {
+          const other = route.scope === 'plants:read' ? 'plants:write' : 'plants:read'
+          const secret = await t.token('alice', { scopes: [other] })
+          const res = await call(route, bearer(secret))
+          assert.equal(res.statusCode, 403)
+          assert.equal(
+            res.headers['www-authenticate'],
+            `Bearer realm="plantstore", error="insufficient_scope", scope="${route.scope}"`,
+          )
+          assert.equal(res.json().error, 40301)
+          assert.match(res.json().message, new RegExp(route.scope))
+        })
+
+        test('lets a token with the scope through', async () => {
+          const secret = await t.token('alice', { scopes: [route.scope] })
+          const res = await call(route, bearer(secret))
+          assert.ok([200, 204, 404].includes(res.statusCode), `${res.statusCode} ${res.body}`)
+        })
+      })
+    }
+
+    test('accepts the scheme name in any case', async () => {
+      const secret = await t.token('alice')
+      const res = await t.app.inject({ method: 'GET', url: '/plants', headers: { authorization: `bEaReR ${secret}` } })
+      assert.equal(res.statusCode, 200)
+    })
+
+    test('works until expiry, then refuses the token', async () => {
+      const secret = await t.token('alice', { expiresAt: new Date(Date.now() + 300) })
+      const get = () => t.app.inject({ method: 'GET', url: '/plants', headers: bearer(secret) })
+      assert.equal((await get()).statusCode, 200)
+      await sleep(350)
+      assert.equal((await get()).statusCode, 401)
+    })
+
+    test('refuses a revoked token once the cache interval has passed', async () => {
+      const secret = await t.token('alice')
+      const get = () => t.app.inject({ method: 'GET', url: '/plants', headers: bearer(secret) })
+      assert.equal((await get()).statusCode, 200)
+      const [token] = (await t.storage.listTokens('alice')).slice(-1)
+      assert.ok(await t.storage.revokeToken(token!.id))
+      await sleep(150)
+      const res = await get()
+      assert.equal(res.statusCode, 401)
+      assert.equal(res.json().message, 'bearer token has been revoked')
+    })
+
+    test('does not pass the caller through to public routes', async () => {
+      const res = await t.app.inject({ method: 'GET', url: '/healthz' })
+      assert.equal(res.statusCode, 200)
+    })
+  })
+}
