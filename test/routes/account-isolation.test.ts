@@ -22,7 +22,8 @@ for (const backend of backends) {
         headers: { ...headers, 'content-type': 'application/json' },
         payload: JSON.stringify(payload),
       })
-    const list = async (headers: Record<string, string>) => (await t.app.inject({ method: 'GET', url: '/plants', headers })).json()
+    const list = async (headers: Record<string, string>) =>
+      (await t.app.inject({ method: 'GET', url: '/plants', headers })).json()
 
     test('lets two accounts each own a plant with the same id', async () => {
       assert.equal((await post(alice, { id: 7, name: 'Rose' })).statusCode, 200)

@@ -40,9 +40,9 @@ function pageSql(tag: boolean, after: boolean): string {
 }
 
 /** Opens the SQLite file (creating folders and schema as needed) in WAL mode with full fsync on commit. */
-function open(file: string): Database.Database {
+function open(file: string, busyTimeoutMs: number): Database.Database {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
-  const db = new Database(file, { timeout: 5000 })
+  const db = new Database(file, { timeout: busyTimeoutMs })
   db.pragma('journal_mode = WAL')
   // FULL: a commit is on disk before the client hears 200, even across power loss.
   db.pragma('synchronous = FULL')
@@ -61,8 +61,9 @@ export class SqliteStorage implements Storage {
   readonly #findToken: Statement
   readonly #createPlantTx: Database.Transaction<(accountId: number, plant: StoredPlant) => CreateOutcome>
 
-  constructor(file: string) {
-    const db = (this.#db = guard(() => open(file)))
+  /** `busyTimeoutMs`: how long a write waits for another process's lock before the request gets 503. */
+  constructor(file: string, options: { busyTimeoutMs?: number } = {}) {
+    const db = (this.#db = guard(() => open(file, options.busyTimeoutMs ?? 5000)))
     this.#pages = new Map(
       [false, true].flatMap((tag) =>
         [false, true].map((after) => [`${tag}:${after}`, db.prepare(pageSql(tag, after)).safeIntegers(true)]),

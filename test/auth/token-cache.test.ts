@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { TokenVerifier } from '../../src/auth/token-cache.js'
+import { hashSecret, newTokenId, newTokenSecret } from '../../src/auth/tokens.js'
+import type { Storage } from '../../src/storage/index.js'
+import { backends, freshStorage } from '../helpers/backends.js'
+
+describe('token verifier', () => {
+  let storage: Storage
+  let dispose: () => Promise<void>
+  let reads = 0
+  before(async () => {
+    ;({ storage, dispose } = await freshStorage(backends[0]!))
+    const findToken = storage.findToken.bind(storage)
+    storage.findToken = (hash) => {
+      reads++
+      return findToken(hash)
+    }
+  })
+  after(() => dispose())
+
+  async function create(): Promise<{ id: string; secret: string }> {
+    const secret = newTokenSecret()
+    const id = newTokenId()
+    await storage.createToken({
+      id,
+      accountName: 'a',
+      secretHash: hashSecret(secret),
+      scopes: ['plants:read'],
+      label: null,
+      expiresAt: null,
+    })
+    return { id, secret }
+  }
+
+  test('reads a known token from the database once per cache interval, not per request', async () => {
+    const verifier = new TokenVerifier(storage, { ttlMs: 1000 })
+    const { secret } = await create()
+    reads = 0
+    for (let i = 0; i < 5; i++) assert.equal((await verifier.verify(secret, 10_000 + i)).ok, true)
+    assert.equal(reads, 1)
+    await verifier.verify(secret, 11_001)
+    assert.equal(reads, 2)
+  })
+
+  test('sees a revocation after the cache interval', async () => {
+    const verifier = new TokenVerifier(storage, { ttlMs: 1000 })
+    const { id, secret } = await create()
+    assert.equal((await verifier.verify(secret, 20_000)).ok, true)
+    await storage.revokeToken(id)
+    assert.deepEqual(await verifier.verify(secret, 21_000), { ok: false, reason: 'revoked' })
+  })
+
+  test('does not cache unknown secrets, so a token created just now works at once', async () => {
+    const verifier = new TokenVerifier(storage, { ttlMs: 60_000 })
+    const secret = newTokenSecret()
+    assert.deepEqual(await verifier.verify(secret), { ok: false, reason: 'unknown' })
+    await storage.createToken({
+      id: newTokenId(),
+      accountName: 'a',
+      secretHash: hashSecret(secret),
+      scopes: [],
+      label: null,
+      expiresAt: null,
+    })
+    assert.equal((await verifier.verify(secret)).ok, true)
+  })
+
+  test('keeps at most maxEntries tokens in memory', async () => {
+    const verifier = new TokenVerifier(storage, { ttlMs: 60_000, maxEntries: 2 })
+    const tokens = [await create(), await create(), await create()]
+    for (const { secret } of tokens) await verifier.verify(secret, 30_000)
+    reads = 0
+    await verifier.verify(tokens[0]!.secret, 30_001)
+    assert.equal(reads, 1, 'the oldest entry was evicted and read again')
+    await verifier.verify(tokens[2]!.secret, 30_001)
+    assert.equal(reads, 1, 'a recent entry is still cached')
+  })
+})

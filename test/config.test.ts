@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../src/config.js'
+
+describe('configuration', () => {
+  test('defaults to port 8080 on 127.0.0.1 with the SQLite file under ./data', () => {
+    assert.deepEqual(loadConfig({}), {
+      PORT: 8080,
+      HOST: '127.0.0.1',
+      DATABASE_URL: DEFAULT_DATABASE_URL,
+      LOG_LEVEL: 'info',
+    })
+    assert.equal(DEFAULT_DATABASE_URL, 'sqlite:./data/plantstore.db')
+  })
+
+  test('reads the environment, and flags override it', () => {
+    const env = { PORT: '9000', HOST: '0.0.0.0', DATABASE_URL: 'sqlite:/tmp/x.db', LOG_LEVEL: 'warn' }
+    assert.equal(loadConfig(env).PORT, 9000)
+    const config = loadConfig(env, { PORT: '9001', DATABASE_URL: 'sqlite:/tmp/y.db' })
+    assert.equal(config.PORT, 9001)
+    assert.equal(config.DATABASE_URL, 'sqlite:/tmp/y.db')
+    assert.equal(config.HOST, '0.0.0.0')
+    assert.equal(config.LOG_LEVEL, 'warn')
+  })
+
+  const bad: Array<[string, Record<string, string>, RegExp]> = [
+    ['a port above 65535', { PORT: '99999' }, /^PORT: invalid value "99999"/],
+    ['a port that is not a number', { PORT: 'eighty' }, /^PORT: /],
+    ['an unknown log level', { LOG_LEVEL: 'loud' }, /^LOG_LEVEL: .*one of fatal/],
+    ['a database URL of an unknown kind', { DATABASE_URL: 'mysql://x' }, /^DATABASE_URL: /],
+    ['a bootstrap token that is too short', { PLANTSTORE_BOOTSTRAP_TOKEN: 'short' }, /^PLANTSTORE_BOOTSTRAP_TOKEN: /],
+  ]
+  for (const [what, env, message] of bad) {
+    test(`fails fast on ${what}, naming the key`, () => {
+      assert.throws(
+        () => loadConfig(env),
+        (err: unknown) => err instanceof ConfigError && message.test(err.message),
+      )
+    })
+  }
+
+  test('never echoes a rejected bootstrap token', () => {
+    assert.throws(
+      () => loadConfig({ PLANTSTORE_BOOTSTRAP_TOKEN: 'not a token!' }),
+      (err: Error) => !err.message.includes('not a token!') && err.message.includes('(hidden)'),
+    )
+  })
+})

@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { hashSecret } from '../../src/auth/tokens.js'
+import { INT64_MAX, INT64_MIN } from '../../src/schemas/int64.js'
+import { openStorage, type Storage } from '../../src/storage/index.js'
+import type { NewToken } from '../../src/storage/types.js'
+import { backends, freshStorage } from '../helpers/backends.js'
+
+function newToken(overrides: Partial<NewToken> = {}): NewToken {
+  const id = `tok_${Math.random().toString(16).slice(2, 18)}`
+  return {
+    id,
+    accountName: 'acme',
+    secretHash: hashSecret(id),
+    scopes: ['plants:read'],
+    label: null,
+    expiresAt: null,
+    ...overrides,
+  }
+}
+
+for (const backend of backends) {
+  describe(`storage (${backend.name})`, () => {
+    let storage: Storage
+    let url: string
+    let dispose: () => Promise<void>
+    let acme: number
+    let other: number
+    before(async () => {
+      ;({ storage, url, dispose } = await freshStorage(backend))
+      acme = (await storage.createToken(newToken({ accountName: 'acme' }))).accountId
+      other = (await storage.createToken(newToken({ accountName: 'other' }))).accountId
+    })
+    after(() => dispose())
+
+    test('reports created, identical and conflict for the same id', async () => {
+      assert.equal(await storage.createPlant(acme, { id: 1n, name: 'a', tag: null }), 'created')
+      assert.equal(await storage.createPlant(acme, { id: 1n, name: 'a', tag: null }), 'identical')
+      assert.equal(await storage.createPlant(acme, { id: 1n, name: 'a', tag: 't' }), 'conflict')
+      assert.equal(await storage.createPlant(acme, { id: 1n, name: 'b', tag: null }), 'conflict')
+      assert.equal(await storage.createPlant(other, { id: 1n, name: 'b', tag: null }), 'created')
+    })
+
+    test('stores and returns int64 extremes exactly, ordered as signed integers', async () => {
+      for (const id of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, 2n ** 53n, -5n]) {
+        assert.equal(await storage.createPlant(acme, { id, name: `n${id}`, tag: null }), 'created')
+      }
+      const ids = (await storage.listPlants(acme, { limit: 100 })).map((plant) => plant.id)
+      assert.deepEqual(ids, [INT64_MIN, -5n, 1n, 2n ** 53n, 2n ** 53n + 1n, INT64_MAX])
+    })
+
+    test('pages with after and limit, filtering by tag', async () => {
+      for (let i = 100n; i < 110n; i++) {
+        await storage.createPlant(acme, { id: i, name: 'p', tag: i % 2n === 0n ? 'even' : null })
+      }
+      const page = await storage.listPlants(acme, { limit: 3, after: 101n, tag: 'even' })
+      assert.deepEqual(
+        page.map((plant) => plant.id),
+        [102n, 104n, 106n],
+      )
+      assert.ok(page.every((plant) => plant.tag === 'even' && plant.name === 'p'))
+      const untagged = await storage.listPlants(acme, { limit: 2, after: 100n })
+      assert.deepEqual(untagged, [
+        { id: 101n, name: 'p', tag: null },
+        { id: 102n, name: 'p', tag: 'even' },
+      ])
+    })
+
+    test('deletes only within the account', async () => {
+      await storage.createPlant(acme, { id: 500n, name: 'x', tag: null })
+      assert.equal(await storage.deletePlant(other, 500n), false)
+      assert.equal(await storage.deletePlant(acme, 500n), true)
+      assert.equal(await storage.deletePlant(acme, 500n), false)
+    })
+
+    test('finds tokens by secret hash with their account and scopes', async () => {
+      const expiresAt = new Date(Date.now() + 60_000)
+      const input = newToken({ accountName: 'acme', scopes: ['plants:read', 'plants:write'], label: 'ci', expiresAt })
+      const created = await storage.createToken(input)
+      assert.equal(created.accountId, acme)
+      const found = await storage.findToken(input.secretHash)
+      assert.equal(found?.id, input.id)
+      assert.equal(found?.accountName, 'acme')
+      assert.deepEqual(found?.scopes, ['plants:read', 'plants:write'])
+      assert.equal(found?.label, 'ci')
+      assert.equal(found?.expiresAt?.getTime(), expiresAt.getTime())
+      assert.equal(found?.revokedAt, null)
+      assert.ok(found?.secretHash.equals(input.secretHash))
+      assert.equal(await storage.findToken(hashSecret('nope')), undefined)
+    })
+
+    test('revokes a token once', async () => {
+      const input = newToken()
+      await storage.createToken(input)
+      assert.equal(await storage.revokeToken(input.id), true)
+      assert.equal(await storage.revokeToken(input.id), false)
+      assert.equal(await storage.revokeToken('tok_missing'), false)
+      assert.ok((await storage.findToken(input.secretHash))?.revokedAt instanceof Date)
+    })
+
+    test('lists tokens without secret hashes, filtered by account', async () => {
+      const all = await storage.listTokens()
+      assert.ok(all.length >= 4)
+      assert.ok(all.every((token) => !('secretHash' in token)))
+      const others = await storage.listTokens('other')
+      assert.deepEqual(
+        others.map((token) => token.accountName),
+        ['other'],
+      )
+      assert.equal(await storage.countTokens(), all.length)
+    })
+
+    test('keeps everything when reopened (migrations run once)', async () => {
+      const again = openStorage(url)
+      try {
+        assert.equal((await again.listPlants(acme, { limit: 1 })).length, 1)
+        assert.equal(await again.countTokens(), await storage.countTokens())
+        await again.ping()
+      } finally {
+        await again.close()
+      }
+    })
+  })
+}
