@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { type Statement } from 'better-sqlite3'
 import type { CreateOutcome, NewToken, PageRequest, Storage, StoredPlant, TokenRecord } from '../types.js'
@@ -39,9 +39,24 @@ function pageSql(tag: boolean, after: boolean): string {
   return `SELECT id, name, tag FROM plants WHERE ${where} ORDER BY id LIMIT ?`
 }
 
+/**
+ * `mkdir -p`, one level at a time. Node's `mkdirSync(dir, { recursive: true })` spins forever at
+ * 100% CPU when mkdir of a child says ENOENT although its parent exists (any path under /proc);
+ * here that ENOENT is thrown instead.
+ */
+function makeDirectories(dir: string): void {
+  const parent = dirname(dir)
+  if (parent !== dir && !existsSync(parent)) makeDirectories(parent)
+  try {
+    mkdirSync(dir)
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== 'EEXIST' || !statSync(dir).isDirectory()) throw err
+  }
+}
+
 /** Opens the SQLite file (creating folders and schema as needed) in WAL mode with full fsync on commit. */
 function open(file: string, busyTimeoutMs: number): Database.Database {
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true })
+  if (file !== ':memory:') makeDirectories(dirname(file))
   const db = new Database(file, { timeout: busyTimeoutMs })
   db.pragma('journal_mode = WAL')
   // FULL: a commit is on disk before the client hears 200, even across power loss.
