@@ -1,0 +1,254 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+/** The repository root: the cwd of every child, so `--import tsx` resolves. */
+export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
+
+/** The longest any wait on a child may take before the test fails instead of hanging. */
+export const WAIT_MS = 15_000
+
+const MAIN = join(REPO_ROOT, 'src', 'cli', 'main.ts')
+
+// Settings the service reads from the environment: children start without the developer's own values.
+const SERVICE_KEYS = ['PORT', 'HOST', 'DATABASE_URL', 'LOG_LEVEL', 'PLANTSTORE_BOOTSTRAP_TOKEN', 'NODE_TEST_CONTEXT']
+
+const children = new Set<ChildProcess>()
+const directories = new Set<string>()
+
+/** Environment overrides for a child; `undefined` removes a variable. */
+export type EnvOverrides = Record<string, string | undefined>
+
+function childEnv(overrides: EnvOverrides): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  for (const key of SERVICE_KEYS) delete env[key]
+  for (const [key, value] of Object.entries(overrides)) {
+    if (value === undefined) delete env[key]
+    else env[key] = value
+  }
+  return env
+}
+
+function spawnMain(args: string[], env: EnvOverrides): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+    cwd: REPO_ROOT,
+    env: childEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  children.add(child)
+  child.once('exit', () => children.delete(child))
+  child.stdout!.setEncoding('utf8')
+  child.stderr!.setEncoding('utf8')
+  return child
+}
+
+/** A new temporary directory, removed by cleanup(). */
+export function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'plantstore-proc-'))
+  directories.add(dir)
+  return dir
+}
+
+/** A `sqlite:` DATABASE_URL for a new file in a new temporary directory. */
+export function tempDatabase(): string {
+  return `sqlite:${join(tempDir(), 'store.db')}`
+}
+
+/** Kills every child still running (SIGKILL) and removes the temporary directories. For `after` hooks. */
+export async function cleanup(): Promise<void> {
+  await Promise.all(
+    [...children].map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve()
+          child.once('exit', () => resolve())
+          child.kill('SIGKILL')
+        }),
+    ),
+  )
+  for (const dir of directories) rmSync(dir, { recursive: true, force: true })
+  directories.clear()
+}
+
+/** Resolves with the exit code (null when killed by a signal) once `child` exits, or rejects after `ms`. */
+function exited(child: ChildProcess, ms: number): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode)
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`process ${child.pid} did not exit within ${ms} ms`))
+    }, ms)
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      resolve(code)
+    })
+  })
+}
+
+/** What a finished CLI run printed, and its exit code. */
+export interface CliResult {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs `plantstore ...args` to completion (killed and rejected after `timeoutMs`). */
+export async function runCli(args: string[], env: EnvOverrides = {}, timeoutMs = WAIT_MS): Promise<CliResult> {
+  const child = spawnMain(args, env)
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (chunk: string) => (stdout += chunk))
+  child.stderr!.on('data', (chunk: string) => (stderr += chunk))
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()))
+  try {
+    const code = await exited(child, timeoutMs)
+    await closed
+    return { code, stdout, stderr }
+  } catch (err) {
+    throw new Error(`plantstore ${args.join(' ')}: ${(err as Error).message}\nstdout: ${stdout}\nstderr: ${stderr}`)
+  }
+}
+
+/** A running `plantstore serve` process. */
+export interface ServerProcess {
+  /** `http://127.0.0.1:PORT`, from the "Server listening" log line. */
+  baseUrl: string
+  port: number
+  process: ChildProcess
+  /** Everything printed on stdout so far (keeps growing). */
+  readonly stdout: string
+  /** Everything printed on stderr so far (keeps growing). */
+  readonly stderr: string
+  /** Resolves with the first match of `pattern` on stdout, waiting for it up to `timeoutMs`. */
+  waitForStdout(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>
+  /**
+   * Resolves once everything the server printed before answering a request now is on `stdout`:
+   * it sends GET /healthz with a fresh X-Request-Id and waits for that request's log line.
+   */
+  settle(): Promise<void>
+  /** Sends `signal` (SIGTERM by default) and resolves with the exit code (null if killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+}
+
+export interface ServerOptions {
+  /** DATABASE_URL passed as --database; a new temporary one when not given. */
+  database?: string
+  /** Extra environment; LOG_LEVEL defaults to info, since readiness is read from the log. */
+  env?: EnvOverrides
+}
+
+const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/
+
+/** Starts `plantstore serve --port 0 --host 127.0.0.1 --database ...` and resolves once it listens. */
+export async function startServer(options: ServerOptions = {}): Promise<ServerProcess> {
+  const database = options.database ?? tempDatabase()
+  const args = ['serve', '--port', '0', '--host', '127.0.0.1', '--database', database]
+  const child = spawnMain(args, { LOG_LEVEL: 'info', ...options.env })
+  let stdout = ''
+  let stderr = ''
+  const listeners = new Set<() => void>()
+  child.stdout!.on('data', (chunk: string) => {
+    stdout += chunk
+    for (const listener of listeners) listener()
+  })
+  child.stderr!.on('data', (chunk: string) => (stderr += chunk))
+  child.once('exit', () => {
+    for (const listener of listeners) listener()
+  })
+
+  const waitForStdout = (pattern: RegExp, timeoutMs = WAIT_MS): Promise<RegExpMatchArray> =>
+    new Promise((resolve, reject) => {
+      const check = () => {
+        const match = stdout.match(pattern)
+        if (match !== null) {
+          done()
+          resolve(match)
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          done()
+          reject(new Error(`server exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}`))
+        }
+      }
+      const timer = setTimeout(() => {
+        done()
+        reject(new Error(`server printed no ${pattern} within ${timeoutMs} ms`))
+      }, timeoutMs)
+      const done = () => {
+        clearTimeout(timer)
+        listeners.delete(check)
+      }
+      listeners.add(check)
+      check()
+    })
+
+  let match: RegExpMatchArray
+  try {
+    match = await waitForStdout(LISTENING)
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw new Error(`${(err as Error).message}\nstdout: ${stdout}\nstderr: ${stderr}`)
+  }
+  const baseUrl = match[1]!
+  return {
+    baseUrl,
+    port: Number(match[2]),
+    process: child,
+    get stdout() {
+      return stdout
+    },
+    get stderr() {
+      return stderr
+    },
+    waitForStdout,
+    async settle() {
+      const id = `settle-${randomUUID()}`
+      const res = await fetch(`${baseUrl}/healthz`, { headers: { 'x-request-id': id } })
+      await res.arrayBuffer()
+      await waitForStdout(new RegExp(`"reqId":"${id}".*"request completed"`))
+    },
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+      return exited(child, WAIT_MS)
+    },
+  }
+}
+
+/** A finished HTTP exchange: status, headers and the raw body text. */
+export interface HttpResult {
+  status: number
+  headers: Headers
+  text: string
+}
+
+/**
+ * Sends one real HTTP request. `body` is sent as application/json: a string as is (for exact int64
+ * literals), anything else through JSON.stringify. `token` becomes `Authorization: Bearer ...`.
+ */
+export async function http(
+  baseUrl: string,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<HttpResult> {
+  const headers: Record<string, string> = { ...options.headers }
+  if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`
+  let body: string | undefined
+  if (options.body !== undefined) {
+    headers['content-type'] = 'application/json'
+    body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body)
+  }
+  const res = await fetch(baseUrl + path, { method, headers, body, signal: AbortSignal.timeout(WAIT_MS) })
+  return { status: res.status, headers: res.headers, text: await res.text() }
+}
+
+/** Calls `check` every `intervalMs` until it returns true; rejects after `timeoutMs`. Resolves with the time taken. */
+export async function eventually(check: () => Promise<boolean>, timeoutMs: number, intervalMs = 200): Promise<number> {
+  const start = Date.now()
+  for (;;) {
+    if (await check()) return Date.now() - start
+    if (Date.now() - start >= timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, intervalMs))
+  }
+}
