@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import { registerBearerAuth } from './auth/bearer.js'
 import { TokenVerifier } from './auth/token-cache.js'
 import { registerErrorHandler } from './plugins/error-handler.js'
@@ -18,13 +18,17 @@ export interface AppOptions {
   storage: Storage
   /** How long a verified token is trusted before it is read again; bounds revocation delay. */
   tokenCacheTtlMs?: number
-  logger?: FastifyServerOptions['logger']
+  /** Log level and destination (stdout when not given); no logging when absent. */
+  logger?: { level: string; stream?: NodeJS.WritableStream }
 }
+
+// Secrets must never reach a log line, whatever a serializer or a debug statement prints.
+const REDACT = ['req.headers.authorization', 'headers.authorization']
 
 /** Builds the Fastify app with every route and plugin. It never listens: the caller does. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ?? false,
+    logger: options.logger === undefined ? false : { ...options.logger, redact: REDACT },
     genReqId: requestId,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,

@@ -42,7 +42,7 @@ export async function serve(config: Config): Promise<void> {
   const generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
   const app = await buildApp({
     storage,
-    logger: { level: config.LOG_LEVEL, redact: ['req.headers.authorization'] },
+    logger: { level: config.LOG_LEVEL },
   })
   let address: string
   try {

@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict'
+import { readFileSync, readdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { Writable } from 'node:stream'
+import { after, before, describe, test } from 'node:test'
+import { buildApp } from '../../src/app.js'
+import { hashSecret, newTokenId, newTokenSecret, parseDuration } from '../../src/auth/tokens.js'
+import type { Storage } from '../../src/storage/index.js'
+import { sqliteFile } from '../../src/storage/index.js'
+import { backends, freshStorage } from '../helpers/backends.js'
+
+describe('tokens', () => {
+  test('are pst_ followed by 32 random bytes in base64url, never repeating', () => {
+    const secrets = new Set(Array.from({ length: 1000 }, () => newTokenSecret()))
+    assert.equal(secrets.size, 1000)
+    for (const secret of secrets) assert.match(secret, /^pst_[A-Za-z0-9_-]{43}$/)
+    assert.equal(Buffer.from([...secrets][0]!.slice(4), 'base64url').length, 32)
+  })
+
+  test('parse expiry durations in seconds, minutes, hours and days', () => {
+    assert.equal(parseDuration('90s'), 90_000)
+    assert.equal(parseDuration('15m'), 900_000)
+    assert.equal(parseDuration('12h'), 43_200_000)
+    assert.equal(parseDuration('30d'), 2_592_000_000)
+    for (const bad of ['0d', '30', 'd', '1.5h', '-1d', '30w', '']) assert.equal(parseDuration(bad), undefined, bad)
+  })
+
+  describe('at rest and in logs', () => {
+    let storage: Storage
+    let url: string
+    let dispose: () => Promise<void>
+    const secret = newTokenSecret()
+    before(async () => {
+      ;({ storage, url, dispose } = await freshStorage(backends[0]!))
+      await storage.createToken({
+        id: newTokenId(),
+        accountName: 'a',
+        secretHash: hashSecret(secret),
+        scopes: ['plants:read', 'plants:write'],
+        label: null,
+        expiresAt: null,
+      })
+    })
+    after(() => dispose())
+
+    test('are stored only as their SHA-256 hash', () => {
+      const dir = dirname(sqliteFile(url)!)
+      const bytes = Buffer.concat(readdirSync(dir).map((file) => readFileSync(join(dir, file))))
+      assert.ok(bytes.includes(hashSecret(secret)), 'the hash is stored')
+      assert.ok(!bytes.includes(Buffer.from(secret)), 'the secret is not')
+      assert.ok(!bytes.includes(Buffer.from(secret.slice(4))), 'not even without its prefix')
+    })
+
+    test('never appear in the logs, even at trace level', async () => {
+      const lines: string[] = []
+      const stream = new Writable({
+        write(chunk, _encoding, done) {
+          lines.push(String(chunk))
+          done()
+        },
+      })
+      const app = await buildApp({ storage, logger: { level: 'trace', stream } })
+      const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }
+      await app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id": 1, "name": "x"}' })
+      await app.inject({ method: 'GET', url: '/plants', headers })
+      await app.inject({ method: 'GET', url: '/plants', headers: { authorization: 'Bearer pst_wrong' } })
+      await app.close()
+      assert.ok(lines.length > 4, 'requests were logged')
+      const logs = lines.join('')
+      assert.ok(!logs.includes(secret.slice(4)))
+      assert.ok(!logs.includes('pst_wrong'))
+    })
+  })
+})
