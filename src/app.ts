@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import { registerBearerAuth } from './auth/bearer.js'
 import { TokenVerifier } from './auth/token-cache.js'
-import { registerErrorHandler } from './plugins/error-handler.js'
+import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { registerJsonBody } from './plugins/json-body.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
 import { registerDocs } from './routes/docs.js'
@@ -32,6 +32,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     genReqId: requestId,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
+    // Errors Fastify raises before routing (a bad percent-encoding, say) leave in the Error shape too.
+    frameworkErrors: (err, request, reply) => {
+      reply.header('x-request-id', request.id)
+      sendError(reply, 'validation', `path: ${err.message}`)
+    },
   })
   app.setValidatorCompiler(validatorCompiler)
   registerRequestId(app)

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { redactUrl } from './redact.js'
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
 
@@ -44,6 +45,6 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Partial<Record<key
   const error = Value.Errors(ConfigSchema, config).First()
   if (error === undefined) return config as Config
   const key = error.path.split('/')[1] ?? 'configuration'
-  const shown = SECRET_KEYS.has(key) ? '(hidden)' : JSON.stringify(String(raw[key]))
+  const shown = SECRET_KEYS.has(key) ? '(hidden)' : JSON.stringify(redactUrl(String(raw[key])))
   throw new ConfigError(`${key}: invalid value ${shown}; expected ${HINTS[key] ?? error.message}`)
 }

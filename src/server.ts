@@ -1,6 +1,7 @@
 import { buildApp } from './app.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
 import { ConfigError, type Config } from './config.js'
+import { redactUrl } from './redact.js'
 import { openStorage } from './storage/index.js'
 import type { Storage } from './storage/types.js'
 
@@ -11,7 +12,7 @@ export function openConfiguredStorage(config: Pick<Config, 'DATABASE_URL'>): Sto
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err)
     if (reason.startsWith('DATABASE_URL:')) throw new ConfigError(reason)
-    throw new ConfigError(`DATABASE_URL: cannot open ${config.DATABASE_URL}: ${reason}`)
+    throw new ConfigError(`DATABASE_URL: cannot open ${redactUrl(config.DATABASE_URL)}: ${reason}`)
   }
 }
 
@@ -39,7 +40,6 @@ function listenError(err: unknown, config: Config): Error {
 /** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
 export async function serve(config: Config): Promise<void> {
   const storage = openConfiguredStorage(config)
-  const generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
   const app = await buildApp({
     storage,
     logger: { level: config.LOG_LEVEL },
@@ -51,6 +51,8 @@ export async function serve(config: Config): Promise<void> {
     await storage.close()
     throw listenError(err, config)
   }
+  // Only once listening: a first start that fails must not use up the token it would have shown.
+  const generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
   if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
   const shutdown = async (signal: string): Promise<void> => {
     app.log.info({ signal }, 'shutting down')

@@ -39,6 +39,13 @@ describe('configuration', () => {
     })
   }
 
+  test('never echoes the password of a rejected database URL', () => {
+    assert.throws(
+      () => loadConfig({ DATABASE_URL: 'mysql://admin:hunter2@db.example/plants' }),
+      (err: Error) => !err.message.includes('hunter2') && err.message.includes('mysql://***@db.example'),
+    )
+  })
+
   test('never echoes a rejected bootstrap token', () => {
     assert.throws(
       () => loadConfig({ PLANTSTORE_BOOTSTRAP_TOKEN: 'not a token!' }),

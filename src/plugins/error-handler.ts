@@ -11,6 +11,7 @@ const FASTIFY_CODES: Record<string, ErrorKind> = {
 
 const MESSAGES: Partial<Record<ErrorKind, string>> = {
   unsupportedMediaType: 'Content-Type must be application/json',
+  bodyTooLarge: 'body: over the 64 KiB limit',
 }
 
 /** Sends the Error shape for a catalogue entry. */

@@ -8,6 +8,7 @@ function parseNumber(text: string): bigint | number {
   return isInteger(text) ? BigInt(text) : Number(text)
 }
 
+const CHARSET = /;\s*charset="?([^";\s]+)/i
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 /** Parses a JSON body losslessly; malformed input (bad UTF-8 too) is a 400 with its own catalogue entry. */
@@ -33,6 +34,10 @@ export function registerJsonBody(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     // A Content-Type header on a bodiless DELETE or GET is harmless; only routes that take a body demand one.
     if ((body as Buffer).length === 0 && request.routeOptions.schema?.body === undefined) return done(null, undefined)
+    const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase()
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      return done(new ApiError('unsupportedMediaType', 'Content-Type charset must be utf-8'), undefined)
+    }
     try {
       done(null, parseJsonBody(body as Buffer))
     } catch (err) {

@@ -1,3 +1,4 @@
+import { redactUrl } from '../redact.js'
 import { SqliteStorage } from './sqlite/index.js'
 import type { Storage } from './types.js'
 
@@ -12,7 +13,5 @@ export function sqliteFile(url: string): string | undefined {
 export function openStorage(url: string): Storage {
   const file = sqliteFile(url)
   if (file !== undefined && file !== '') return new SqliteStorage(file)
-  throw new Error(
-    `DATABASE_URL: unsupported database URL "${url.replace(/\/\/[^@/]*@/, '//***@')}" (expected sqlite:<path>)`,
-  )
+  throw new Error(`DATABASE_URL: unsupported database URL "${redactUrl(url)}" (expected sqlite:<path>)`)
 }

@@ -144,19 +144,21 @@ describe('plantstore serve, first start on an empty store', () => {
   })
 
   test('exits 1 with one line naming PORT when the port is already in use', async () => {
-    const result = await runCli([
-      'serve',
-      '--port',
-      String(server.port),
-      '--host',
-      '127.0.0.1',
-      '--database',
-      tempDatabase(),
-    ])
+    const database = tempDatabase()
+    const result = await runCli(['serve', '--port', String(server.port), '--host', '127.0.0.1', '--database', database])
     assertConfigError(result, 'PORT')
+    assert.doesNotMatch(result.stdout, /pst_/)
     assert.match(result.stderr, new RegExp(`\\b${server.port}\\b.*in use`))
     // The running server is unharmed.
     assert.equal((await http(server.baseUrl, 'GET', '/healthz')).status, 200)
+    // The failed first start did not use up the bootstrap token: the next start still shows one.
+    const retry = await startServer({ database })
+    try {
+      const [token] = await retry.waitForStdout(TOKEN)
+      assert.equal((await http(retry.baseUrl, 'GET', '/plants', { token })).status, 200)
+    } finally {
+      await retry.stop('SIGKILL')
+    }
   })
 })
 

@@ -28,6 +28,16 @@ describe('public routes and cross-cutting behaviour', () => {
     assert.equal(res.json().error, 40402)
   })
 
+  test('answers a URL with broken percent-encoding with 400 in the Error shape', async () => {
+    for (const url of ['/plants%ZZ', '/plants/%E0%A4%A']) {
+      const res = await t.app.inject({ method: 'DELETE', url })
+      assert.equal(res.statusCode, 400, url)
+      assert.equal(res.json().error, 40001)
+      assert.deepEqual(Object.keys(res.json()).sort(), ['error', 'message'])
+      assert.match(res.headers['x-request-id'] as string, /^[0-9a-f-]{36}$/)
+    }
+  })
+
   test('sends a fresh X-Request-Id on every response', async () => {
     const a = await t.app.inject({ method: 'GET', url: '/plants' })
     const b = await t.app.inject({ method: 'GET', url: '/nope' })

@@ -162,6 +162,11 @@ for (const backend of backends) {
       )
     })
 
+    test('rejects application/json in a charset other than UTF-8 with 415', async () => {
+      const res = await post({ id: 34, name: 'x' }, { 'content-type': 'application/json; charset=utf-16' })
+      assertError(res, 415, 41501, /charset must be utf-8/)
+    })
+
     test('accepts application/json with a charset parameter', async () => {
       const res = await post({ id: 32, name: 'x' }, { 'content-type': 'application/json; charset=utf-8' })
       assert.equal(res.statusCode, 200)
@@ -169,7 +174,7 @@ for (const backend of backends) {
 
     test('rejects a body over 64 KiB with 413', async () => {
       const payload = JSON.stringify({ id: 33, name: 'x', pad: 'p'.repeat(64 * 1024) })
-      assertError(await post(payload), 413, 41301, /too large|limit/i)
+      assertError(await post(payload), 413, 41301, /^body: over the 64 KiB limit$/)
       assert.deepEqual(await find(33n), [])
     })
 
