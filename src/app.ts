@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import { registerBearerAuth } from './auth/bearer.js'
 import { TokenVerifier } from './auth/token-cache.js'
 import { registerErrorHandler, sendError } from './plugins/error-handler.js'
-import { registerJsonBody } from './plugins/json-body.js'
+import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
@@ -10,8 +10,6 @@ import { plantRoutes } from './routes/plants.js'
 import { validatorCompiler } from './schemas/validator.js'
 import type { Storage } from './storage/index.js'
 import { VERSION } from './version.js'
-
-export const BODY_LIMIT = 64 * 1024
 
 /** What the app needs from its host: storage, and how to log and cache. */
 export interface AppOptions {

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
 import { ApiError, ErrorCatalogue, StorageUnavailableError, type ErrorKind } from '../errors.js'
+import { BODY_LIMIT } from './json-body.js'
 
 // Fastify's own client errors, by code, mapped onto the catalogue.
 const FASTIFY_CODES: Record<string, ErrorKind> = {
@@ -11,7 +12,7 @@ const FASTIFY_CODES: Record<string, ErrorKind> = {
 
 const MESSAGES: Partial<Record<ErrorKind, string>> = {
   unsupportedMediaType: 'Content-Type must be application/json',
-  bodyTooLarge: 'body: over the 64 KiB limit',
+  bodyTooLarge: `body: over the ${BODY_LIMIT / 1024} KiB limit`,
 }
 
 /** Sends the Error shape for a catalogue entry. */

@@ -8,6 +8,9 @@ function parseNumber(text: string): bigint | number {
   return isInteger(text) ? BigInt(text) : Number(text)
 }
 
+/** The largest request body accepted, in bytes; larger ones get 413. */
+export const BODY_LIMIT = 64 * 1024
+
 const CHARSET = /;\s*charset="?([^";\s]+)/i
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
