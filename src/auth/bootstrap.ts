@@ -1,5 +1,5 @@
 import type { Storage } from '../storage/index.js'
-import { hashSecret, newTokenId, newTokenSecret, SCOPES } from './tokens.js'
+import { issueToken } from './issue-token.js'
 
 export const BOOTSTRAP_ACCOUNT = 'default'
 
@@ -10,14 +10,10 @@ export const BOOTSTRAP_ACCOUNT = 'default'
  */
 export async function bootstrapToken(storage: Storage, seeded?: string): Promise<string | undefined> {
   if ((await storage.countTokens()) > 0) return undefined
-  const secret = seeded ?? newTokenSecret()
-  await storage.createToken({
-    id: newTokenId(),
+  const { secret } = await issueToken(storage, {
     accountName: BOOTSTRAP_ACCOUNT,
-    secretHash: hashSecret(secret),
-    scopes: [...SCOPES],
     label: seeded === undefined ? 'bootstrap' : 'bootstrap (PLANTSTORE_BOOTSTRAP_TOKEN)',
-    expiresAt: null,
+    secret: seeded,
   })
   return seeded === undefined ? secret : undefined
 }

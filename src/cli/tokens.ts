@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
-import { hashSecret, newTokenId, newTokenSecret, parseDuration, SCOPES, type Scope } from '../auth/tokens.js'
+import { issueToken } from '../auth/issue-token.js'
+import { parseDuration, SCOPES, type Scope } from '../auth/tokens.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { openConfiguredStorage } from '../server.js'
 import type { Storage } from '../storage/index.js'
@@ -54,14 +55,11 @@ async function create(args: string[]): Promise<void> {
   if (values['expires-in'] !== undefined && ttl === undefined) {
     throw new ConfigError('--expires-in: expected a duration like 90s, 15m, 12h or 30d')
   }
-  const secret = newTokenSecret()
   await withStorage(values.database, async (storage) => {
-    const token = await storage.createToken({
-      id: newTokenId(),
+    const { secret, token } = await issueToken(storage, {
       accountName: values.account!,
-      secretHash: hashSecret(secret),
-      scopes: [...new Set(scopes)],
-      label: values.label ?? null,
+      scopes,
+      label: values.label,
       expiresAt: ttl === undefined ? null : new Date(Date.now() + ttl),
     })
     process.stdout.write(secret + '\n')

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { TokenVerifier } from '../../src/auth/token-cache.js'
-import { hashSecret, newTokenId, newTokenSecret } from '../../src/auth/tokens.js'
+import { issueToken } from '../../src/auth/issue-token.js'
+import { newTokenSecret } from '../../src/auth/tokens.js'
 import type { Storage } from '../../src/storage/index.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
@@ -20,17 +21,8 @@ describe('token verifier', () => {
   after(() => dispose())
 
   async function create(): Promise<{ id: string; secret: string }> {
-    const secret = newTokenSecret()
-    const id = newTokenId()
-    await storage.createToken({
-      id,
-      accountName: 'a',
-      secretHash: hashSecret(secret),
-      scopes: ['plants:read'],
-      label: null,
-      expiresAt: null,
-    })
-    return { id, secret }
+    const { secret, token } = await issueToken(storage, { accountName: 'a', scopes: ['plants:read'] })
+    return { id: token.id, secret }
   }
 
   test('reads a known token from the database once per cache interval, not per request', async () => {
@@ -55,14 +47,7 @@ describe('token verifier', () => {
     const verifier = new TokenVerifier(storage, { ttlMs: 60_000 })
     const secret = newTokenSecret()
     assert.deepEqual(await verifier.verify(secret), { ok: false, reason: 'unknown' })
-    await storage.createToken({
-      id: newTokenId(),
-      accountName: 'a',
-      secretHash: hashSecret(secret),
-      scopes: [],
-      label: null,
-      expiresAt: null,
-    })
+    await issueToken(storage, { accountName: 'a', secret, scopes: [] })
     assert.equal((await verifier.verify(secret)).ok, true)
   })
 

@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path'
 import { Writable } from 'node:stream'
 import { after, before, describe, test } from 'node:test'
 import { buildApp } from '../../src/app.js'
-import { hashSecret, newTokenId, newTokenSecret, parseDuration } from '../../src/auth/tokens.js'
+import { issueToken } from '../../src/auth/issue-token.js'
+import { hashSecret, newTokenSecret, parseDuration } from '../../src/auth/tokens.js'
 import type { Storage } from '../../src/storage/index.js'
 import { sqliteFile } from '../../src/storage/index.js'
 import { backends, freshStorage } from '../helpers/backends.js'
@@ -29,17 +30,10 @@ describe('tokens', () => {
     let storage: Storage
     let url: string
     let dispose: () => Promise<void>
-    const secret = newTokenSecret()
+    let secret: string
     before(async () => {
       ;({ storage, url, dispose } = await freshStorage(backends[0]!))
-      await storage.createToken({
-        id: newTokenId(),
-        accountName: 'a',
-        secretHash: hashSecret(secret),
-        scopes: ['plants:read', 'plants:write'],
-        label: null,
-        expiresAt: null,
-      })
+      ;({ secret } = await issueToken(storage, { accountName: 'a' }))
     })
     after(() => dispose())
 

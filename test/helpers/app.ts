@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
-import { hashSecret, newTokenId, newTokenSecret, SCOPES } from '../../src/auth/tokens.js'
+import { issueToken } from '../../src/auth/issue-token.js'
 import type { Storage } from '../../src/storage/index.js'
 import { backends, freshStorage, type TestBackend } from './backends.js'
 
@@ -21,16 +21,7 @@ export async function buildTestApp(backend: TestBackend = backends[0]!, tokenCac
     app,
     storage,
     async token(account = 'alice', options = {}) {
-      const secret = newTokenSecret()
-      await storage.createToken({
-        id: newTokenId(),
-        accountName: account,
-        secretHash: hashSecret(secret),
-        scopes: options.scopes ?? [...SCOPES],
-        label: null,
-        expiresAt: options.expiresAt ?? null,
-      })
-      return secret
+      return (await issueToken(storage, { accountName: account, ...options })).secret
     },
     async close() {
       await app.close()

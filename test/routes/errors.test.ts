@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test'
 import Database from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
-import { hashSecret, newTokenId, newTokenSecret } from '../../src/auth/tokens.js'
+import { issueToken } from '../../src/auth/issue-token.js'
 import { SqliteStorage } from '../../src/storage/sqlite/index.js'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 
@@ -37,15 +37,7 @@ describe('storage unavailable', () => {
     dir = mkdtempSync(join(tmpdir(), 'plantstore-busy-'))
     const file = join(dir, 'store.db')
     storage = new SqliteStorage(file, { busyTimeoutMs: 50 })
-    const secret = newTokenSecret()
-    await storage.createToken({
-      id: newTokenId(),
-      accountName: 'a',
-      secretHash: hashSecret(secret),
-      scopes: ['plants:write'],
-      label: null,
-      expiresAt: null,
-    })
+    const { secret } = await issueToken(storage, { accountName: 'a', scopes: ['plants:write'] })
     headers = bearer(secret)
     app = await buildApp({ storage })
     locker = new Database(file)

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { issueToken } from '../../src/auth/issue-token.js'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
 import { parseExact } from '../helpers/json.js'
@@ -16,11 +17,12 @@ for (const backend of backends) {
     let headers: { authorization: string }
     before(async () => {
       t = await buildTestApp(backend)
-      headers = bearer(await t.token('alice'))
+      const { secret, token } = await issueToken(t.storage, { accountName: 'alice' })
+      headers = bearer(secret)
       // 250 plants inserted in a scrambled order; every third one tagged.
       for (let i = 0; i < 250; i++) {
         const id = (i * 97) % 250
-        await t.storage.createPlant(await accountId(t, headers), {
+        await t.storage.createPlant(token.accountId, {
           id: BigInt(id),
           name: `plant-${id}`,
           tag: id % 3 === 0 ? 'three' : null,
@@ -132,11 +134,4 @@ for (const backend of backends) {
       })
     }
   })
-}
-
-/** The account id behind a token, read back through the storage the app uses. */
-async function accountId(t: TestApp, headers: { authorization: string }): Promise<number> {
-  const { hashSecret } = await import('../../src/auth/tokens.js')
-  const token = await t.storage.findToken(hashSecret(headers.authorization.slice('Bearer '.length)))
-  return token!.accountId
 }
