@@ -72,61 +72,63 @@ describe('storage unavailable (sqlite)', () => {
   })
 })
 
-describe('storage unavailable (postgres)', { skip: POSTGRES_URL === undefined }, () => {
-  let database: TestDatabase
-  let proxy: TcpProxy
-  let storage: Storage
-  let app: FastifyInstance
-  let headers: { authorization: string }
-  let admin: postgres.Sql
-  before(async () => {
-    database = await postgresBackend(POSTGRES_URL!).createDatabase()
-    const direct = new URL(database.url)
-    proxy = await startTcpProxy(direct.hostname, Number(direct.port || 5432))
-    const viaProxy = new URL(database.url)
-    viaProxy.host = `127.0.0.1:${proxy.port}`
-    // A short lock_timeout, so a held lock shows up as 503 within the test instead of a long wait.
-    viaProxy.searchParams.set('lock_timeout', '100')
-    storage = await openStorage(viaProxy.toString())
-    const { secret } = await issueToken(storage, { accountName: 'a', scopes: ['plants:write'] })
-    headers = bearer(secret)
-    app = await buildApp({ storage })
-    admin = postgres(database.url, { max: 1, onnotice: () => {} })
-  })
-  after(async () => {
-    await app.close()
-    await storage.close()
-    await admin.end()
-    await proxy.close()
-    await database.dispose()
-  })
-
-  const post = (id: number) =>
-    app.inject({
-      method: 'POST',
-      url: '/plants',
-      headers: { ...headers, 'content-type': 'application/json' },
-      payload: `{"id": ${id}, "name": "x"}`,
+// Runs with the PostgreSQL half of the suite (see test/storage/backends.test.ts for the skip notice).
+if (POSTGRES_URL !== undefined)
+  describe('storage unavailable (postgres)', () => {
+    let database: TestDatabase
+    let proxy: TcpProxy
+    let storage: Storage
+    let app: FastifyInstance
+    let headers: { authorization: string }
+    let admin: postgres.Sql
+    before(async () => {
+      database = await postgresBackend(POSTGRES_URL!).createDatabase()
+      const direct = new URL(database.url)
+      proxy = await startTcpProxy(direct.hostname, Number(direct.port || 5432))
+      const viaProxy = new URL(database.url)
+      viaProxy.host = `127.0.0.1:${proxy.port}`
+      // A short lock_timeout, so a held lock shows up as 503 within the test instead of a long wait.
+      viaProxy.searchParams.set('lock_timeout', '100')
+      storage = await openStorage(viaProxy.toString())
+      const { secret } = await issueToken(storage, { accountName: 'a', scopes: ['plants:write'] })
+      headers = bearer(secret)
+      app = await buildApp({ storage })
+      admin = postgres(database.url, { max: 1, onnotice: () => {} })
+    })
+    after(async () => {
+      await app.close()
+      await storage.close()
+      await admin.end()
+      await proxy.close()
+      await database.dispose()
     })
 
-  test('answers 503 with Retry-After while another session holds the table lock, then recovers', async () => {
-    await admin.begin(async (tx) => {
-      await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
-      const busy = await post(1)
-      assert.equal(busy.statusCode, 503)
-      assert.equal(busy.headers['retry-after'], '1')
-      assert.deepEqual(busy.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
-    })
-    assert.equal((await post(1)).statusCode, 200)
-  })
+    const post = (id: number) =>
+      app.inject({
+        method: 'POST',
+        url: '/plants',
+        headers: { ...headers, 'content-type': 'application/json' },
+        payload: `{"id": ${id}, "name": "x"}`,
+      })
 
-  test('answers 503 while the database cannot be reached, then recovers without a restart', async () => {
-    await proxy.cut()
-    const down = await post(2)
-    assert.equal(down.statusCode, 503)
-    assert.equal(down.headers['retry-after'], '1')
-    assert.deepEqual(down.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
-    await proxy.restore()
-    assert.equal((await post(2)).statusCode, 200)
+    test('answers 503 with Retry-After while another session holds the table lock, then recovers', async () => {
+      await admin.begin(async (tx) => {
+        await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
+        const busy = await post(1)
+        assert.equal(busy.statusCode, 503)
+        assert.equal(busy.headers['retry-after'], '1')
+        assert.deepEqual(busy.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+      })
+      assert.equal((await post(1)).statusCode, 200)
+    })
+
+    test('answers 503 while the database cannot be reached, then recovers without a restart', async () => {
+      await proxy.cut()
+      const down = await post(2)
+      assert.equal(down.statusCode, 503)
+      assert.equal(down.headers['retry-after'], '1')
+      assert.deepEqual(down.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+      await proxy.restore()
+      assert.equal((await post(2)).statusCode, 200)
+    })
   })
-})

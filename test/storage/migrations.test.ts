@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { describe, test } from 'node:test'
+import postgres from 'postgres'
 import { mintToken } from '../../src/auth/issue-token.js'
 import { MigrationsPendingError, openStorage } from '../../src/storage/index.js'
 import { migrations as postgresMigrations } from '../../src/storage/postgres/migrations.js'
 import { migrations as sqliteMigrations } from '../../src/storage/sqlite/migrations.js'
-import { backends } from '../helpers/backends.js'
+import { backends, POSTGRES_URL, postgresBackend } from '../helpers/backends.js'
 
 const LATEST = sqliteMigrations.map((migration) => migration.version)
 
@@ -71,3 +73,37 @@ for (const backend of backends) {
     })
   })
 }
+
+// Runs with the PostgreSQL half of the suite (see test/storage/backends.test.ts for the skip notice).
+if (POSTGRES_URL !== undefined)
+  describe('least privilege (postgres)', () => {
+    test('serves with a role that has only USAGE and SELECT/INSERT/UPDATE/DELETE once migrated', async () => {
+      const database = await postgresBackend(POSTGRES_URL!).createDatabase()
+      const schema = new URL(database.url).searchParams.get('search_path')!
+      const role = `plantstore_test_app_${randomBytes(4).toString('hex')}`
+      const admin = postgres(POSTGRES_URL!, { max: 1, onnotice: () => {} })
+      try {
+        await (await openStorage(database.url)).close()
+        await admin.unsafe(`CREATE ROLE ${role} LOGIN PASSWORD 'pw'`)
+        await admin.unsafe(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`)
+        await admin.unsafe(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO ${role}`)
+        const url = new URL(database.url)
+        url.username = role
+        url.password = 'pw'
+        for (const migrate of [true, false]) {
+          const storage = await openStorage(url.toString(), { migrate })
+          try {
+            const token = await storage.createToken(mintToken({ accountName: `a${migrate}` }).record)
+            assert.equal(await storage.createPlant(token.accountId, { id: 1n, name: 'x', tag: null }), 'created')
+            assert.equal(await storage.revokeToken(token.id), true)
+          } finally {
+            await storage.close()
+          }
+        }
+      } finally {
+        await database.dispose()
+        await admin.unsafe(`DROP ROLE IF EXISTS ${role}`)
+        await admin.end()
+      }
+    })
+  })

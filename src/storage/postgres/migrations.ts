@@ -48,8 +48,10 @@ async function appliedVersions(sql: Query): Promise<Set<number>> {
 /**
  * Applies pending migrations in one transaction under an advisory lock, so instances starting
  * together take turns; the version table's primary key guards engines whose advisory locks are no-ops.
+ * A current schema is left alone without DDL or locks, so a role without DDL rights starts fine.
  */
 export async function migrate(sql: Sql): Promise<number[]> {
+  if ((await pendingMigrations(sql)).length === 0) return []
   return sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -46,6 +46,7 @@ export function pendingMigrations(db: Database): number[] {
  * safe; returns the versions applied.
  */
 export function migrate(db: Database): number[] {
+  if (pendingMigrations(db).length === 0) return []
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)')
   const record = db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)')
   return db
