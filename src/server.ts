@@ -64,7 +64,15 @@ export async function serve(config: Config): Promise<void> {
     throw listenError(err, config)
   }
   // Only once listening: a first start that fails must not use up the token it would have shown.
-  const generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
+  let generated: string | undefined
+  try {
+    generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
+  } catch (err) {
+    // Not half-started: a server without its first token would keep the process alive and serving.
+    await app.close()
+    await storage.close()
+    throw err
+  }
   if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
   const shutdown = async (signal: string): Promise<void> => {
     app.log.info({ signal }, 'shutting down')

@@ -14,7 +14,16 @@ export const WAIT_MS = 15_000
 const MAIN = join(REPO_ROOT, 'src', 'cli', 'main.ts')
 
 // Settings the service reads from the environment: children start without the developer's own values.
-const SERVICE_KEYS = ['PORT', 'HOST', 'DATABASE_URL', 'LOG_LEVEL', 'PLANTSTORE_BOOTSTRAP_TOKEN', 'NODE_TEST_CONTEXT']
+const SERVICE_KEYS = [
+  'PORT',
+  'HOST',
+  'DATABASE_URL',
+  'DATABASE_POOL_SIZE',
+  'DATABASE_MIGRATE_ON_START',
+  'LOG_LEVEL',
+  'PLANTSTORE_BOOTSTRAP_TOKEN',
+  'NODE_TEST_CONTEXT',
+]
 
 const children = new Set<ChildProcess>()
 const directories = new Set<string>()

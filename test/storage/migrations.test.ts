@@ -3,10 +3,10 @@ import { randomBytes } from 'node:crypto'
 import { describe, test } from 'node:test'
 import postgres from 'postgres'
 import { mintToken } from '../../src/auth/issue-token.js'
-import { MigrationsPendingError, openStorage } from '../../src/storage/index.js'
+import { MigrationsPendingError, openStorage, type OpenOptions, type Storage } from '../../src/storage/index.js'
 import { migrations as postgresMigrations } from '../../src/storage/postgres/migrations.js'
 import { migrations as sqliteMigrations } from '../../src/storage/sqlite/migrations.js'
-import { backends, POSTGRES_URL, postgresBackend } from '../helpers/backends.js'
+import { backends, POSTGRES_URL, postgresBackend, type TestBackend } from '../helpers/backends.js'
 
 const LATEST = sqliteMigrations.map((migration) => migration.version)
 
@@ -17,47 +17,63 @@ test('both backends carry the same migration versions', () => {
   )
 })
 
+/**
+ * A fresh database of `backend` and a way to open storages on it, all closed (even after a failed
+ * assertion, so open pools cannot keep the test process alive) and the database removed afterwards.
+ */
+async function withDatabase(
+  backend: TestBackend,
+  fn: (url: string, open: (options?: OpenOptions) => Promise<Storage>) => Promise<void>,
+): Promise<void> {
+  const database = await backend.createDatabase()
+  const opened: Storage[] = []
+  const open = async (options?: OpenOptions) => {
+    const storage = await openStorage(database.url, options)
+    opened.push(storage)
+    return storage
+  }
+  try {
+    await fn(database.url, open)
+  } finally {
+    await Promise.allSettled(opened.map((storage) => storage.close()))
+    await database.dispose()
+  }
+}
+
+/** Opens `count` storages at once; the settled ones are closed by withDatabase even when one fails. */
+async function openAtOnce(open: () => Promise<Storage>, count: number): Promise<Storage[]> {
+  const results = await Promise.allSettled(Array.from({ length: count }, () => open()))
+  const failed = results.find((result) => result.status === 'rejected')
+  if (failed !== undefined) throw failed.reason
+  return results.map((result) => (result as PromiseFulfilledResult<Storage>).value)
+}
+
 for (const backend of backends) {
   describe(`migrations and first start (${backend.name})`, () => {
-    test('refuses to open an unmigrated database when told not to migrate, naming the pending versions', async () => {
-      const database = await backend.createDatabase()
-      try {
-        await assert.rejects(openStorage(database.url, { migrate: false }), (err: unknown) => {
+    test('refuses to open an unmigrated database when told not to migrate, naming the pending versions', () =>
+      withDatabase(backend, async (url, open) => {
+        await assert.rejects(openStorage(url, { migrate: false }), (err: unknown) => {
           assert.ok(err instanceof MigrationsPendingError)
           assert.deepEqual(err.pending, LATEST)
           assert.match(err.message, /plantstore migrate/)
           return true
         })
-        const migrated = await openStorage(database.url, { migrate: true })
-        assert.deepEqual(migrated.migrationsApplied, LATEST)
-        await migrated.close()
-        const checked = await openStorage(database.url, { migrate: false })
-        assert.deepEqual(checked.migrationsApplied, [])
-        await checked.close()
-      } finally {
-        await database.dispose()
-      }
-    })
+        assert.deepEqual((await open({ migrate: true })).migrationsApplied, LATEST)
+        assert.deepEqual((await open({ migrate: false })).migrationsApplied, [])
+      }))
 
-    test('applies migrations exactly once when several instances open an empty database at once', async () => {
-      const database = await backend.createDatabase()
-      try {
-        const stores = await Promise.all(Array.from({ length: 4 }, () => openStorage(database.url)))
-        const applied = stores.map((store) => store.migrationsApplied)
+    test('applies migrations exactly once when several instances open an empty database at once', () =>
+      withDatabase(backend, async (_url, open) => {
+        const stores = await openAtOnce(open, 4)
         assert.deepEqual(
-          applied.filter((versions) => versions.length > 0),
+          stores.map((store) => store.migrationsApplied).filter((versions) => versions.length > 0),
           [LATEST],
         )
-        await Promise.all(stores.map((store) => store.close()))
-      } finally {
-        await database.dispose()
-      }
-    })
+      }))
 
-    test('creates the first token exactly once when several instances race on an empty store', async () => {
-      const database = await backend.createDatabase()
-      try {
-        const stores = await Promise.all(Array.from({ length: 4 }, () => openStorage(database.url)))
+    test('creates the first token exactly once when several instances race on an empty store', () =>
+      withDatabase(backend, async (_url, open) => {
+        const stores = await openAtOnce(open, 4)
         const created = await Promise.all(
           stores.flatMap((store) =>
             [1, 2].map(() => store.createFirstToken(mintToken({ accountName: 'default' }).record)),
@@ -66,11 +82,7 @@ for (const backend of backends) {
         assert.equal(created.filter((token) => token !== undefined).length, 1)
         assert.equal(await stores[0]!.countTokens(), 1)
         assert.equal(await stores[0]!.createFirstToken(mintToken({ accountName: 'x' }).record), undefined)
-        await Promise.all(stores.map((store) => store.close()))
-      } finally {
-        await database.dispose()
-      }
-    })
+      }))
   })
 }
 

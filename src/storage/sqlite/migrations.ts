@@ -47,10 +47,10 @@ export function pendingMigrations(db: Database): number[] {
  */
 export function migrate(db: Database): number[] {
   if (pendingMigrations(db).length === 0) return []
-  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)')
-  const record = db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)')
   return db
     .transaction(() => {
+      db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)')
+      const record = db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)')
       const pending = pendingMigrations(db)
       for (const version of pending) {
         db.exec(migrations.find((migration) => migration.version === version)!.sql)
