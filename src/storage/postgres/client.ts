@@ -11,6 +11,11 @@ export type Query = Sql | TransactionSql
 export function connect(url: string, poolSize: number): Sql {
   return postgres(url, {
     max: poolSize,
+    // One query per connection at a time. With pipelining (the default allows 100), requests beyond the pool
+    // are queued on busy connections, and the client's queue bookkeeping then grows with every query under
+    // sustained load: measured here, `select 1` at 50 concurrent fell from 30k/s to 7k/s within 30 s; with
+    // 1 it holds at 70k/s. Extra requests wait in the client's own queue for a free connection instead.
+    max_pipeline: 1,
     // Fail a request with 503 within seconds when the server is unreachable, instead of the 30 s default.
     connect_timeout: 5,
     types: { bigint: postgres.BigInt },
