@@ -1,0 +1,187 @@
+import type { Scenario } from './scenarios.js'
+import { max, median, min } from './stats.js'
+import type { WrkResult } from './wrk.js'
+
+export const REFERENCE = 'reference'
+
+/** One measured (not warm-up) run. */
+export interface Measurement {
+  scenario: string
+  round: number
+  server: string
+  wrk: WrkResult
+  rssBytes: number
+  /** Share of the server's core other processes used during the run; undefined when not pinned. */
+  otherCpu: number | undefined
+}
+
+export interface ReportContext {
+  date: Date
+  command: string
+  mode: string
+  machine: string
+  software: string
+  pinning: string
+  service: string
+  scenarios: Scenario[]
+  /** Server labels in run order, reference first. */
+  servers: string[]
+  measurements: Measurement[]
+  notes: string[]
+}
+
+/** Medians across rounds for one server in one scenario, and its per-round ratios to the reference. */
+interface Row {
+  server: string
+  rps: number
+  p50Ms: number
+  p99Ms: number
+  rssMiB: number
+  non2xx: number
+  socketErrors: number
+  /** Median share of the server's core used by other processes, in percent; undefined when not pinned. */
+  otherCpuPct: number | undefined
+  ratios: number[]
+}
+
+function rowFor(measurements: Measurement[], server: string): Row | undefined {
+  const own = measurements.filter((m) => m.server === server)
+  if (own.length === 0) return undefined
+  const ratios = own.flatMap((m) => {
+    const reference = measurements.find((r) => r.server === REFERENCE && r.round === m.round)
+    return server === REFERENCE || reference === undefined ? [] : [m.wrk.rps / reference.wrk.rps]
+  })
+  return {
+    server,
+    rps: median(own.map((m) => m.wrk.rps)),
+    p50Ms: median(own.map((m) => m.wrk.p50Ms)),
+    p99Ms: median(own.map((m) => m.wrk.p99Ms)),
+    rssMiB: median(own.map((m) => m.rssBytes / 2 ** 20)),
+    non2xx: own.reduce((sum, m) => sum + m.wrk.non2xx, 0),
+    socketErrors: own.reduce((sum, m) => sum + m.wrk.socketErrors, 0),
+    otherCpuPct: own.every((m) => m.otherCpu !== undefined)
+      ? median(own.map((m) => (m.otherCpu ?? 0) * 100))
+      : undefined,
+    ratios,
+  }
+}
+
+function rowsFor(context: ReportContext, scenario: Scenario): Row[] {
+  const measurements = context.measurements.filter((m) => m.scenario === scenario.name)
+  return context.servers.flatMap((server) => rowFor(measurements, server) ?? [])
+}
+
+const int = (n: number): string => Math.round(n).toLocaleString('en-US')
+const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n.toFixed(1))
+const ratio = (r: number): string => r.toFixed(2)
+const pct = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n.toFixed(0)}%`)
+
+function ratioText(row: Row): string {
+  if (row.ratios.length === 0) return row.server === REFERENCE ? '1.00 (itself)' : 'n/a'
+  return `${ratio(median(row.ratios))} (${ratio(min(row.ratios))}–${ratio(max(row.ratios))})`
+}
+
+function errorText(row: Row): string {
+  if (row.non2xx === 0 && row.socketErrors === 0) return '0'
+  return `**${int(row.non2xx)} non-2xx, ${int(row.socketErrors)} socket**`
+}
+
+function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
+  const rows = rowsFor(context, scenario)
+  const lines = [
+    `### ${scenario.name}: ${scenario.description}`,
+    '',
+    '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | other CPU | req/s vs reference: median (min–max) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    ...rows.map(
+      (r) =>
+        `| ${r.server} | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.otherCpuPct)} | ${ratioText(r)} |`,
+    ),
+    '',
+  ]
+  for (const row of rows.filter((r) => r.ratios.length > 0)) {
+    lines.push(`${row.server} per round: ${row.ratios.map(ratio).join(', ')}`, '')
+  }
+  return lines
+}
+
+/** "SQLite: get 0.41 (0.39–0.44), post …": a line per backend. */
+function backendLines(context: ReportContext): string[] {
+  return context.servers
+    .filter((server) => server !== REFERENCE)
+    .map((server) => {
+      const parts = context.scenarios.flatMap((scenario) => {
+        const row = rowsFor(context, scenario).find((r) => r.server === server)
+        return row ? [`${scenario.name} ${ratioText(row)}`] : []
+      })
+      return `- **${server}**: ${parts.join(', ')}`
+    })
+}
+
+/** Every measured run that had errors, one line each (empty when clean). */
+export function errorLines(measurements: Measurement[]): string[] {
+  return measurements
+    .filter((m) => m.wrk.non2xx > 0 || m.wrk.socketErrors > 0)
+    .map(
+      (m) =>
+        `${m.scenario} round ${m.round} ${m.server}: ${m.wrk.non2xx} non-2xx of ${m.wrk.requests} responses, ` +
+        `${m.wrk.socketErrors} socket errors`,
+    )
+}
+
+export function markdownReport(context: ReportContext): string {
+  const errors = errorLines(context.measurements)
+  return [
+    '# Benchmark results',
+    '',
+    'Written by `npm run bench` (bench/run.ts). Figures are medians across rounds; "vs reference" is the median',
+    "of per-round ratios, service req/s over the reference server's req/s in the same round (1.00 would mean the",
+    'service is as fast as bare node:http), with the lowest and highest round in brackets.',
+    '',
+    `- Date: ${context.date.toISOString()}`,
+    `- Command: \`${context.command}\``,
+    `- Mode: ${context.mode}`,
+    `- Machine: ${context.machine}`,
+    `- Software: ${context.software}`,
+    `- Pinning: ${context.pinning}`,
+    `- Service: ${context.service}`,
+    '',
+    '## Service vs reference (req/s ratio per backend)',
+    '',
+    ...backendLines(context),
+    '',
+    '## Scenarios',
+    '',
+    ...context.scenarios.flatMap((scenario) => scenarioSection(context, scenario)),
+    '## Errors',
+    '',
+    ...(errors.length === 0 ? ['None: every response was 2xx.'] : errors.map((line) => `- **${line}**`)),
+    '',
+    '## Notes',
+    '',
+    ...context.notes.map((note) => `- ${note}`),
+    '',
+  ].join('\n')
+}
+
+/** The compact table for the terminal. */
+export function textTable(context: ReportContext): string {
+  const header = ['scenario', 'server', 'req/s', 'p50 ms', 'p99 ms', 'RSS MiB', 'other CPU', 'errors', 'vs reference']
+  const rows = context.scenarios.flatMap((scenario) =>
+    rowsFor(context, scenario).map((r) => [
+      scenario.name,
+      r.server,
+      int(r.rps),
+      ms(r.p50Ms),
+      ms(r.p99Ms),
+      r.rssMiB.toFixed(0),
+      pct(r.otherCpuPct),
+      r.non2xx + r.socketErrors === 0 ? '0' : `${int(r.non2xx + r.socketErrors)} !!`,
+      r.server === REFERENCE ? '' : ratioText(r),
+    ]),
+  )
+  const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => (row[i] ?? '').length)))
+  const line = (row: string[]): string =>
+    row.map((cell, i) => (i < 2 || i === 8 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ')
+  return [line(header), ...rows.map(line)].join('\n').replace(/ +$/gm, '')
+}
