@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { redactUrl } from './redact.js'
 
@@ -8,7 +8,9 @@ export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
 export const ConfigSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
-  DATABASE_URL: Type.String({ pattern: '^(sqlite):.+', default: DEFAULT_DATABASE_URL }),
+  DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)', default: DEFAULT_DATABASE_URL }),
+  DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
+  DATABASE_MIGRATE_ON_START: Type.Boolean({ default: true }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
@@ -20,12 +22,22 @@ export type Config = Static<typeof ConfigSchema>
 const HINTS: Record<string, string> = {
   PORT: 'an integer from 0 to 65535',
   HOST: 'a host name or address to listen on',
-  DATABASE_URL: 'a URL like sqlite:./data/plantstore.db',
+  DATABASE_URL: 'a URL like sqlite:./data/plantstore.db or postgres://user:password@host:5432/database',
+  DATABASE_POOL_SIZE: 'an integer from 1 to 1000',
+  DATABASE_MIGRATE_ON_START: 'true or false',
   LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',
   PLANTSTORE_BOOTSTRAP_TOKEN: '32 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
 }
 
 const SECRET_KEYS = new Set(['PLANTSTORE_BOOTSTRAP_TOKEN'])
+
+/** Turns the text of an integer or boolean setting into its value; anything else is left for validation to name. */
+function fromText(schema: TSchema, value: unknown): unknown {
+  if (typeof value !== 'string') return value
+  if (schema.type === 'integer' && /^[0-9]{1,9}$/.test(value)) return Number(value)
+  if (schema.type === 'boolean' && (value === 'true' || value === 'false')) return value === 'true'
+  return value
+}
 
 /** Invalid configuration; the message starts with the key's name. */
 export class ConfigError extends Error {}
@@ -40,7 +52,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Partial<Record<key
     const value = overrides[key as keyof Config] ?? env[key]
     if (value !== undefined && value !== '') raw[key] = value
   }
-  if (typeof raw.PORT === 'string') raw.PORT = /^[0-9]{1,5}$/.test(raw.PORT) ? Number(raw.PORT) : raw.PORT
+  for (const [key, value] of Object.entries(raw))
+    raw[key] = fromText(ConfigSchema.properties[key as keyof Config], value)
   const config = Value.Default(ConfigSchema, raw)
   const error = Value.Errors(ConfigSchema, config).First()
   if (error === undefined) return config as Config

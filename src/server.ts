@@ -2,17 +2,29 @@ import { buildApp } from './app.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
 import { ConfigError, type Config } from './config.js'
 import { redactUrl } from './redact.js'
-import { openStorage } from './storage/index.js'
+import { StorageUnavailableError } from './errors.js'
+import { MigrationsPendingError, openStorage } from './storage/index.js'
 import type { Storage } from './storage/types.js'
 
-/** Opens the configured storage, or fails with one line naming DATABASE_URL. */
-export function openConfiguredStorage(config: Pick<Config, 'DATABASE_URL'>): Storage {
+/** Why opening storage failed, as one line naming the key to look at. */
+function openError(err: unknown, config: Pick<Config, 'DATABASE_URL'>): ConfigError {
+  if (err instanceof MigrationsPendingError)
+    return new ConfigError(`DATABASE_MIGRATE_ON_START: is false and ${err.message}`)
+  const cause = err instanceof StorageUnavailableError ? err.cause : err
+  const reason = cause instanceof Error ? cause.message : String(cause)
+  if (reason.startsWith('DATABASE_URL:')) return new ConfigError(reason)
+  return new ConfigError(`DATABASE_URL: cannot open ${redactUrl(config.DATABASE_URL)}: ${reason}`)
+}
+
+/** Opens the configured storage, migrating unless told not to, or fails with one line naming the key. */
+export async function openConfiguredStorage(
+  config: Pick<Config, 'DATABASE_URL' | 'DATABASE_POOL_SIZE' | 'DATABASE_MIGRATE_ON_START'>,
+  migrate = config.DATABASE_MIGRATE_ON_START,
+): Promise<Storage> {
   try {
-    return openStorage(config.DATABASE_URL)
+    return await openStorage(config.DATABASE_URL, { migrate, poolSize: config.DATABASE_POOL_SIZE })
   } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err)
-    if (reason.startsWith('DATABASE_URL:')) throw new ConfigError(reason)
-    throw new ConfigError(`DATABASE_URL: cannot open ${redactUrl(config.DATABASE_URL)}: ${reason}`)
+    throw openError(err, config)
   }
 }
 
@@ -39,7 +51,7 @@ function listenError(err: unknown, config: Config): Error {
 
 /** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
 export async function serve(config: Config): Promise<void> {
-  const storage = openConfiguredStorage(config)
+  const storage = await openConfiguredStorage(config)
   const app = await buildApp({
     storage,
     logger: { level: config.LOG_LEVEL },

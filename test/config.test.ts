@@ -8,6 +8,8 @@ describe('configuration', () => {
       PORT: 8080,
       HOST: '127.0.0.1',
       DATABASE_URL: DEFAULT_DATABASE_URL,
+      DATABASE_POOL_SIZE: 10,
+      DATABASE_MIGRATE_ON_START: true,
       LOG_LEVEL: 'info',
     })
     assert.equal(DEFAULT_DATABASE_URL, 'sqlite:./data/plantstore.db')
@@ -23,11 +25,27 @@ describe('configuration', () => {
     assert.equal(config.LOG_LEVEL, 'warn')
   })
 
+  test('accepts PostgreSQL URLs, a pool size and turning start-up migrations off', () => {
+    for (const url of ['postgres://app:pw@db:5432/plants', 'postgresql://db/plants?sslmode=require']) {
+      assert.equal(loadConfig({ DATABASE_URL: url }).DATABASE_URL, url)
+    }
+    const config = loadConfig({ DATABASE_POOL_SIZE: '25', DATABASE_MIGRATE_ON_START: 'false' })
+    assert.equal(config.DATABASE_POOL_SIZE, 25)
+    assert.equal(config.DATABASE_MIGRATE_ON_START, false)
+  })
+
   const bad: Array<[string, Record<string, string>, RegExp]> = [
     ['a port above 65535', { PORT: '99999' }, /^PORT: invalid value "99999"/],
     ['a port that is not a number', { PORT: 'eighty' }, /^PORT: /],
     ['an unknown log level', { LOG_LEVEL: 'loud' }, /^LOG_LEVEL: .*one of fatal/],
     ['a database URL of an unknown kind', { DATABASE_URL: 'mysql://x' }, /^DATABASE_URL: /],
+    ['a pool size of zero', { DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE: .*1 to 1000/],
+    ['a pool size that is not a number', { DATABASE_POOL_SIZE: 'ten' }, /^DATABASE_POOL_SIZE: /],
+    [
+      'a migrate switch that is not true or false',
+      { DATABASE_MIGRATE_ON_START: 'yes' },
+      /^DATABASE_MIGRATE_ON_START: .*true or false/,
+    ],
     ['a bootstrap token that is too short', { PLANTSTORE_BOOTSTRAP_TOKEN: 'short' }, /^PLANTSTORE_BOOTSTRAP_TOKEN: /],
   ]
   for (const [what, env, message] of bad) {

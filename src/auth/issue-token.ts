@@ -1,5 +1,5 @@
 import type { Storage } from '../storage/index.js'
-import type { TokenRecord } from '../storage/types.js'
+import type { NewToken, TokenRecord } from '../storage/types.js'
 import { hashSecret, newTokenId, newTokenSecret, SCOPES } from './tokens.js'
 
 /** What a new token is for; every field but the account has a default. */
@@ -13,19 +13,25 @@ export interface TokenRequest {
   secret?: string
 }
 
-/** Creates a token, storing only its hash, and returns the secret with the stored record. */
-export async function issueToken(
-  storage: Storage,
-  request: TokenRequest,
-): Promise<{ secret: string; token: TokenRecord }> {
+/** A fresh secret (unless the request brings one) and the token record to store, holding only its hash. */
+export function mintToken(request: TokenRequest): { secret: string; record: NewToken } {
   const secret = request.secret ?? newTokenSecret()
-  const token = await storage.createToken({
+  const record: NewToken = {
     id: newTokenId(),
     accountName: request.accountName,
     secretHash: hashSecret(secret),
     scopes: [...new Set(request.scopes ?? SCOPES)],
     label: request.label ?? null,
     expiresAt: request.expiresAt ?? null,
-  })
-  return { secret, token }
+  }
+  return { secret, record }
+}
+
+/** Creates a token, storing only its hash, and returns the secret with the stored record. */
+export async function issueToken(
+  storage: Storage,
+  request: TokenRequest,
+): Promise<{ secret: string; token: TokenRecord }> {
+  const { secret, record } = mintToken(request)
+  return { secret, token: await storage.createToken(record) }
 }

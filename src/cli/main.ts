@@ -1,5 +1,6 @@
 import { ConfigError } from '../config.js'
 import { VERSION } from '../version.js'
+import { MIGRATE_HELP, migrateCommand } from './migrate.js'
 import { SERVE_HELP, serveCommand } from './serve.js'
 import { TOKENS_HELP, tokensCommand } from './tokens.js'
 
@@ -10,12 +11,14 @@ Usage: plantstore <command> [options]
 Commands:
   serve     run the HTTP service (what npm start runs)
   tokens    create, list and revoke API tokens
+  migrate   apply database migrations and exit
 
 Run plantstore <command> --help for a command's options.`
 
 const COMMANDS: Record<string, { help: string; run: (args: string[]) => Promise<void> }> = {
   serve: { help: SERVE_HELP, run: serveCommand },
   tokens: { help: TOKENS_HELP, run: tokensCommand },
+  migrate: { help: MIGRATE_HELP, run: migrateCommand },
 }
 
 async function main(argv: string[]): Promise<void> {

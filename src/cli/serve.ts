@@ -7,7 +7,10 @@ export const SERVE_HELP = `Usage: plantstore serve [--port 8080] [--host 127.0.0
 Runs the HTTP service. Flags override the environment:
   --port N         PORT          port to listen on (default 8080; 0 picks a free one)
   --host ADDR      HOST          address to listen on (default 127.0.0.1)
-  --database URL   DATABASE_URL  storage (default sqlite:./data/plantstore.db)
+  --database URL   DATABASE_URL  storage: sqlite:<file> (default sqlite:./data/plantstore.db)
+                                 or postgres://user:password@host:5432/database
+                   DATABASE_POOL_SIZE  PostgreSQL connections per process (default 10)
+                   DATABASE_MIGRATE_ON_START  true (default) or false: then run plantstore migrate first
                    LOG_LEVEL     fatal|error|warn|info|debug|trace|silent (default info)
                    PLANTSTORE_BOOTSTRAP_TOKEN  the first token of an empty store`
 

@@ -20,9 +20,9 @@ export const TOKENS_HELP = `Usage:
 
 const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
-function withStorage(database: string | undefined, fn: (storage: Storage) => Promise<void>): Promise<void> {
-  const storage = openConfiguredStorage(loadConfig(process.env, { DATABASE_URL: database }))
-  return fn(storage).finally(() => storage.close())
+async function withStorage(database: string | undefined, fn: (storage: Storage) => Promise<void>): Promise<void> {
+  const storage = await openConfiguredStorage(loadConfig(process.env, { DATABASE_URL: database }))
+  await fn(storage).finally(() => storage.close())
 }
 
 function tokenStatus(token: TokenRecord, now: number): string {

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { TAG_MAX } from './plant.js'
+import { Text } from './text.js'
 
 export const LIMIT_DEFAULT = 100
 export const LIMIT_MAX = 1000
@@ -26,7 +27,7 @@ export const ListQuery = Type.Object(
       }),
     ),
     tag: Type.Optional(
-      Type.String({
+      Text({
         minLength: 1,
         maxLength: TAG_MAX,
         description: 'Only plants whose tag equals this value',

@@ -1,11 +1,12 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Int64 } from './int64.js'
+import { Text } from './text.js'
 
 export const NAME_MAX = 200
 export const TAG_MAX = 100
 
-const name = Type.String({ minLength: 1, maxLength: NAME_MAX, description: 'The name of the plant' })
-const tag = Type.String({
+const name = Text({ minLength: 1, maxLength: NAME_MAX, description: 'The name of the plant' })
+const tag = Text({
   minLength: 1,
   maxLength: TAG_MAX,
   description: 'Tag that specifies the type of the plant',

@@ -5,12 +5,17 @@ import { SetErrorFunction, DefaultErrorFunction, ValueErrorType } from '@sinclai
 import type { FastifySchemaCompiler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { INT64_MAX, INT64_MIN, parseInt64 } from './int64.js'
+import { TEXT_PATTERN, TEXT_RULE } from './text.js'
 
-SetErrorFunction((error) =>
-  error.errorType === ValueErrorType.Kind && error.schema[Kind] === 'Int64'
-    ? `expected an integer from ${INT64_MIN} to ${INT64_MAX}`
-    : DefaultErrorFunction(error).replace(/^Expected/, 'expected'),
-)
+SetErrorFunction((error) => {
+  if (error.errorType === ValueErrorType.Kind && error.schema[Kind] === 'Int64') {
+    return `expected an integer from ${INT64_MIN} to ${INT64_MAX}`
+  }
+  if (error.errorType === ValueErrorType.StringPattern && error.schema.pattern === TEXT_PATTERN) {
+    return `expected ${TEXT_RULE}`
+  }
+  return DefaultErrorFunction(error).replace(/^Expected/, 'expected')
+})
 
 const INTEGER = /^-?(0|[1-9][0-9]*)$/
 

@@ -1,17 +1,27 @@
 import { redactUrl } from '../redact.js'
+import { PostgresStorage } from './postgres/index.js'
 import { SqliteStorage } from './sqlite/index.js'
-import type { Storage } from './types.js'
+import type { OpenOptions, Storage } from './types.js'
 
-export type { Storage } from './types.js'
+export type { OpenOptions, Storage } from './types.js'
+export { MigrationsPendingError } from './types.js'
 
 /** Where `sqlite:` URLs point: `sqlite:/abs/file.db`, `sqlite:relative/file.db` or `sqlite::memory:`. */
 export function sqliteFile(url: string): string | undefined {
   return url.startsWith('sqlite:') ? url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '') : undefined
 }
 
-/** Opens the storage a DATABASE_URL names. */
-export function openStorage(url: string): Storage {
+/** True for the URL schemes PostgreSQL clients accept. */
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//.test(url)
+}
+
+/** Opens the storage a DATABASE_URL names, migrating it (or checking it is current) as `options` say. */
+export async function openStorage(url: string, options: OpenOptions = { migrate: true }): Promise<Storage> {
   const file = sqliteFile(url)
-  if (file !== undefined && file !== '') return new SqliteStorage(file)
-  throw new Error(`DATABASE_URL: unsupported database URL "${redactUrl(url)}" (expected sqlite:<path>)`)
+  if (file !== undefined && file !== '') return new SqliteStorage(file, { migrate: options.migrate })
+  if (isPostgresUrl(url)) return PostgresStorage.open(url, options)
+  throw new Error(
+    `DATABASE_URL: unsupported database URL "${redactUrl(url)}" (expected sqlite:<path> or postgres://...)`,
+  )
 }

@@ -49,6 +49,8 @@ export interface Storage {
   findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined>
   /** Stores a token, creating its account when new. */
   createToken(token: NewToken): Promise<TokenRecord>
+  /** Stores the token only if the store holds no token at all, atomically across processes; else undefined. */
+  createFirstToken(token: NewToken): Promise<TokenRecord | undefined>
   /** All tokens, or one account's, oldest first. */
   listTokens(accountName?: string): Promise<TokenRecord[]>
   /** Marks a token revoked; false when no such token or already revoked. */
@@ -58,4 +60,22 @@ export interface Storage {
   /** Resolves when the database answers. */
   ping(): Promise<void>
   close(): Promise<void>
+  /** Migration versions applied when this storage was opened (empty when the schema was already current). */
+  readonly migrationsApplied: readonly number[]
+}
+
+/** How to open storage. */
+export interface OpenOptions {
+  /** Apply pending migrations (true), or refuse to open a database whose schema is behind (false). */
+  migrate: boolean
+  /** Most connections a network database's pool holds. */
+  poolSize?: number
+}
+
+/** The database schema is older than this release and migrations are not to be applied on open. */
+export class MigrationsPendingError extends Error {
+  constructor(readonly pending: readonly number[]) {
+    super(`the database schema lacks migration(s) ${pending.join(', ')}; run \`plantstore migrate\` first`)
+    this.name = 'MigrationsPendingError'
+  }
 }

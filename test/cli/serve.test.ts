@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
+import { backends, type TestDatabase } from '../helpers/backends.js'
 import { parseExact } from '../helpers/json.js'
 import {
   cleanup,
@@ -16,7 +17,16 @@ import {
 // A generated token: the prefix and 32 random bytes in base64url, not glued to other token characters.
 const TOKEN = /(?<![A-Za-z0-9_-])pst_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])/
 
-after(cleanup)
+const databases: TestDatabase[] = []
+/** Keeps a test database until the file's end, after its servers are gone. */
+function disposeLater(database: TestDatabase): void {
+  databases.push(database)
+}
+
+after(async () => {
+  await cleanup()
+  for (const database of databases) await database.dispose()
+})
 
 function assertErrorBody(res: HttpResult, status: number, error: number): void {
   assert.equal(res.status, status, res.text)
@@ -34,167 +44,187 @@ function assertConfigError(result: CliResult, key: string): void {
   assert.match(lines[0]!, new RegExp(`^plantstore: ${key}: `))
 }
 
-describe('plantstore serve, first start on an empty store', () => {
-  let server: ServerProcess
-  let token: string
+for (const backend of backends) {
+  describe(`plantstore serve, first start on an empty store (${backend.name})`, () => {
+    let database: TestDatabase
+    let server: ServerProcess
+    let token: string
 
-  before(async () => {
-    server = await startServer()
-    token = (await server.waitForStdout(TOKEN))[0]
-  })
-  after(() => server.stop('SIGKILL'))
-
-  test('prints a bootstrap token that creates, lists and deletes plants as the README walk-through shows', async () => {
-    const { baseUrl } = server
-    const monstera = await http(baseUrl, 'POST', '/plants', {
-      token,
-      body: { id: 1, name: 'Monstera', tag: 'tropical' },
+    before(async () => {
+      database = await backend.createDatabase()
+      server = await startServer({ database: database.url })
+      token = (await server.waitForStdout(TOKEN))[0]
     })
-    assert.equal(monstera.status, 200, monstera.text)
-    assert.deepEqual(JSON.parse(monstera.text), { name: 'Monstera', tag: 'tropical' })
-    const fern = await http(baseUrl, 'POST', '/plants', { token, body: { id: 2, name: 'Fern' } })
-    assert.equal(fern.status, 200, fern.text)
-    assert.deepEqual(JSON.parse(fern.text), { name: 'Fern' })
+    after(async () => {
+      await server.stop('SIGKILL')
+      await database.dispose()
+    })
 
-    const listed = await http(baseUrl, 'GET', '/plants?limit=2', { token })
-    assert.equal(listed.status, 200, listed.text)
-    assert.deepEqual(JSON.parse(listed.text), [{ name: 'Monstera', tag: 'tropical' }, { name: 'Fern' }])
-
-    const deleted = await http(baseUrl, 'DELETE', '/plants/2', { token })
-    assert.equal(deleted.status, 204)
-    assert.equal(deleted.text, '')
-    assertErrorBody(await http(baseUrl, 'DELETE', '/plants/2', { token }), 404, 40401)
-  })
-
-  test('refuses requests without the token and with a different one', async () => {
-    assertErrorBody(await http(server.baseUrl, 'GET', '/plants'), 401, 40101)
-    const other = 'pst_' + randomBytes(32).toString('base64url')
-    assertErrorBody(await http(server.baseUrl, 'GET', '/plants', { token: other }), 401, 40102)
-  })
-
-  test('sends X-Request-Id on every response and echoes a sane incoming one', async () => {
-    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-    for (const res of [
-      await http(server.baseUrl, 'GET', '/plants', { token }),
-      await http(server.baseUrl, 'GET', '/plants'),
-      await http(server.baseUrl, 'GET', '/no-such-route'),
-    ]) {
-      assert.match(res.headers.get('x-request-id') ?? '', uuid)
-    }
-    const echoed = await http(server.baseUrl, 'GET', '/healthz', { headers: { 'x-request-id': 'trace-42.a:b' } })
-    assert.equal(echoed.headers.get('x-request-id'), 'trace-42.a:b')
-  })
-
-  test('round-trips the int64 id 9223372036854775807 exactly over real HTTP', async () => {
-    const max = '9223372036854775807'
-    const below = '9223372036854775806'
-    for (const [id, name] of [
-      [max, 'Int64 max'],
-      [below, 'Int64 max minus one'],
-    ]) {
-      const res = await http(server.baseUrl, 'POST', '/plants', {
+    test('prints a bootstrap token that creates, lists and deletes plants as the README walk-through shows', async () => {
+      const { baseUrl } = server
+      const monstera = await http(baseUrl, 'POST', '/plants', {
         token,
-        body: `{"id":${id},"name":"${name}","tag":"int64"}`,
+        body: { id: 1, name: 'Monstera', tag: 'tropical' },
       })
-      assert.equal(res.status, 200, res.text)
-    }
+      assert.equal(monstera.status, 200, monstera.text)
+      assert.deepEqual(JSON.parse(monstera.text), { name: 'Monstera', tag: 'tropical' })
+      const fern = await http(baseUrl, 'POST', '/plants', { token, body: { id: 2, name: 'Fern' } })
+      assert.equal(fern.status, 200, fern.text)
+      assert.deepEqual(JSON.parse(fern.text), { name: 'Fern' })
 
-    const listed = await http(server.baseUrl, 'GET', '/plants?tag=int64&fields=id,name', { token })
-    assert.equal(listed.status, 200, listed.text)
-    // Raw text: JSON.parse would round both ids to 9223372036854775807 (2^63 as a double).
-    assert.match(listed.text, new RegExp(`"id":${max}[,}]`))
-    assert.match(listed.text, new RegExp(`"id":${below}[,}]`))
-    assert.deepEqual(parseExact(listed.text), [
-      { id: BigInt(below), name: 'Int64 max minus one' },
-      { id: BigInt(max), name: 'Int64 max' },
-    ])
-
-    const deleted = await http(server.baseUrl, 'DELETE', `/plants/${max}`, { token })
-    assert.equal(deleted.status, 204, deleted.text)
-    const after = await http(server.baseUrl, 'GET', '/plants?tag=int64&fields=id,name', { token })
-    assert.deepEqual(parseExact(after.text), [{ id: BigInt(below), name: 'Int64 max minus one' }])
-  })
-
-  test('stores one plant when 50 identical POSTs of an id race, and answers every one 200', async () => {
-    const body = { id: 5000, name: 'Racing fig', tag: 'race-same' }
-    const results = await Promise.all(
-      Array.from({ length: 50 }, () => http(server.baseUrl, 'POST', '/plants', { token, body })),
-    )
-    for (const res of results) {
-      assert.equal(res.status, 200, res.text)
-      assert.deepEqual(JSON.parse(res.text), { name: 'Racing fig', tag: 'race-same' })
-    }
-    const listed = await http(server.baseUrl, 'GET', '/plants?tag=race-same&fields=id,name,tag', { token })
-    assert.deepEqual(JSON.parse(listed.text), [body])
-  })
-
-  test('lets exactly one of 50 racing POSTs of an id with different names win, and stores its name', async () => {
-    const names = Array.from({ length: 50 }, (_, i) => `racer ${i}`)
-    const results = await Promise.all(
-      names.map((name) =>
-        http(server.baseUrl, 'POST', '/plants', { token, body: { id: 6000, name, tag: 'race-diff' } }),
-      ),
-    )
-    const winners = names.filter((_, i) => results[i]!.status === 200)
-    assert.equal(winners.length, 1, `statuses: ${results.map((res) => res.status).join(' ')}`)
-    for (const res of results.filter((res) => res.status !== 200)) assertErrorBody(res, 409, 40901)
-
-    const listed = await http(server.baseUrl, 'GET', '/plants?tag=race-diff&fields=id,name', { token })
-    assert.deepEqual(JSON.parse(listed.text), [{ id: 6000, name: winners[0] }])
-  })
-
-  test('exits 1 with one line naming PORT when the port is already in use', async () => {
-    const database = tempDatabase()
-    const result = await runCli(['serve', '--port', String(server.port), '--host', '127.0.0.1', '--database', database])
-    assertConfigError(result, 'PORT')
-    assert.doesNotMatch(result.stdout, /pst_/)
-    assert.match(result.stderr, new RegExp(`\\b${server.port}\\b.*in use`))
-    // The running server is unharmed.
-    assert.equal((await http(server.baseUrl, 'GET', '/healthz')).status, 200)
-    // The failed first start did not use up the bootstrap token: the next start still shows one.
-    const retry = await startServer({ database })
-    try {
-      const [token] = await retry.waitForStdout(TOKEN)
-      assert.equal((await http(retry.baseUrl, 'GET', '/plants', { token })).status, 200)
-    } finally {
-      await retry.stop('SIGKILL')
-    }
-  })
-})
-
-describe('plantstore serve, stopping and restarting on the same database', () => {
-  const database = tempDatabase()
-  let first: ServerProcess
-  let token: string
-
-  before(async () => {
-    first = await startServer({ database })
-    token = (await first.waitForStdout(TOKEN))[0]
-    const created = await http(first.baseUrl, 'POST', '/plants', { token, body: { id: 7, name: 'Survivor' } })
-    assert.equal(created.status, 200, created.text)
-  })
-  after(() => first.stop('SIGKILL'))
-
-  test('exits with code 0 on SIGTERM and stops answering', async () => {
-    assert.equal(await first.stop('SIGTERM'), 0)
-    assert.match(first.stdout, /"signal":"SIGTERM".*"shutting down"/)
-    await assert.rejects(fetch(`${first.baseUrl}/healthz`))
-  })
-
-  test('prints no new token on a second start and still lists the plant created before', async () => {
-    const second = await startServer({ database })
-    try {
-      await second.settle()
-      assert.doesNotMatch(second.stdout, /pst_/)
-      assert.doesNotMatch(second.stdout, /had no API tokens/)
-      const listed = await http(second.baseUrl, 'GET', '/plants', { token })
+      const listed = await http(baseUrl, 'GET', '/plants?limit=2', { token })
       assert.equal(listed.status, 200, listed.text)
-      assert.deepEqual(JSON.parse(listed.text), [{ name: 'Survivor' }])
-    } finally {
-      await second.stop('SIGKILL')
-    }
+      assert.deepEqual(JSON.parse(listed.text), [{ name: 'Monstera', tag: 'tropical' }, { name: 'Fern' }])
+
+      const deleted = await http(baseUrl, 'DELETE', '/plants/2', { token })
+      assert.equal(deleted.status, 204)
+      assert.equal(deleted.text, '')
+      assertErrorBody(await http(baseUrl, 'DELETE', '/plants/2', { token }), 404, 40401)
+    })
+
+    test('refuses requests without the token and with a different one', async () => {
+      assertErrorBody(await http(server.baseUrl, 'GET', '/plants'), 401, 40101)
+      const other = 'pst_' + randomBytes(32).toString('base64url')
+      assertErrorBody(await http(server.baseUrl, 'GET', '/plants', { token: other }), 401, 40102)
+    })
+
+    test('sends X-Request-Id on every response and echoes a sane incoming one', async () => {
+      const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+      for (const res of [
+        await http(server.baseUrl, 'GET', '/plants', { token }),
+        await http(server.baseUrl, 'GET', '/plants'),
+        await http(server.baseUrl, 'GET', '/no-such-route'),
+      ]) {
+        assert.match(res.headers.get('x-request-id') ?? '', uuid)
+      }
+      const echoed = await http(server.baseUrl, 'GET', '/healthz', { headers: { 'x-request-id': 'trace-42.a:b' } })
+      assert.equal(echoed.headers.get('x-request-id'), 'trace-42.a:b')
+    })
+
+    test('round-trips the int64 id 9223372036854775807 exactly over real HTTP', async () => {
+      const max = '9223372036854775807'
+      const below = '9223372036854775806'
+      for (const [id, name] of [
+        [max, 'Int64 max'],
+        [below, 'Int64 max minus one'],
+      ]) {
+        const res = await http(server.baseUrl, 'POST', '/plants', {
+          token,
+          body: `{"id":${id},"name":"${name}","tag":"int64"}`,
+        })
+        assert.equal(res.status, 200, res.text)
+      }
+
+      const listed = await http(server.baseUrl, 'GET', '/plants?tag=int64&fields=id,name', { token })
+      assert.equal(listed.status, 200, listed.text)
+      // Raw text: JSON.parse would round both ids to 9223372036854775807 (2^63 as a double).
+      assert.match(listed.text, new RegExp(`"id":${max}[,}]`))
+      assert.match(listed.text, new RegExp(`"id":${below}[,}]`))
+      assert.deepEqual(parseExact(listed.text), [
+        { id: BigInt(below), name: 'Int64 max minus one' },
+        { id: BigInt(max), name: 'Int64 max' },
+      ])
+
+      const deleted = await http(server.baseUrl, 'DELETE', `/plants/${max}`, { token })
+      assert.equal(deleted.status, 204, deleted.text)
+      const after = await http(server.baseUrl, 'GET', '/plants?tag=int64&fields=id,name', { token })
+      assert.deepEqual(parseExact(after.text), [{ id: BigInt(below), name: 'Int64 max minus one' }])
+    })
+
+    test('stores one plant when 50 identical POSTs of an id race, and answers every one 200', async () => {
+      const body = { id: 5000, name: 'Racing fig', tag: 'race-same' }
+      const results = await Promise.all(
+        Array.from({ length: 50 }, () => http(server.baseUrl, 'POST', '/plants', { token, body })),
+      )
+      for (const res of results) {
+        assert.equal(res.status, 200, res.text)
+        assert.deepEqual(JSON.parse(res.text), { name: 'Racing fig', tag: 'race-same' })
+      }
+      const listed = await http(server.baseUrl, 'GET', '/plants?tag=race-same&fields=id,name,tag', { token })
+      assert.deepEqual(JSON.parse(listed.text), [body])
+    })
+
+    test('lets exactly one of 50 racing POSTs of an id with different names win, and stores its name', async () => {
+      const names = Array.from({ length: 50 }, (_, i) => `racer ${i}`)
+      const results = await Promise.all(
+        names.map((name) =>
+          http(server.baseUrl, 'POST', '/plants', { token, body: { id: 6000, name, tag: 'race-diff' } }),
+        ),
+      )
+      const winners = names.filter((_, i) => results[i]!.status === 200)
+      assert.equal(winners.length, 1, `statuses: ${results.map((res) => res.status).join(' ')}`)
+      for (const res of results.filter((res) => res.status !== 200)) assertErrorBody(res, 409, 40901)
+
+      const listed = await http(server.baseUrl, 'GET', '/plants?tag=race-diff&fields=id,name', { token })
+      assert.deepEqual(JSON.parse(listed.text), [{ id: 6000, name: winners[0] }])
+    })
+
+    test('exits 1 with one line naming PORT when the port is already in use', async () => {
+      const fresh = await backend.createDatabase()
+      disposeLater(fresh)
+      const database = fresh.url
+      const result = await runCli([
+        'serve',
+        '--port',
+        String(server.port),
+        '--host',
+        '127.0.0.1',
+        '--database',
+        database,
+      ])
+      assertConfigError(result, 'PORT')
+      assert.doesNotMatch(result.stdout, /pst_/)
+      assert.match(result.stderr, new RegExp(`\\b${server.port}\\b.*in use`))
+      // The running server is unharmed.
+      assert.equal((await http(server.baseUrl, 'GET', '/healthz')).status, 200)
+      // The failed first start did not use up the bootstrap token: the next start still shows one.
+      const retry = await startServer({ database })
+      try {
+        const [token] = await retry.waitForStdout(TOKEN)
+        assert.equal((await http(retry.baseUrl, 'GET', '/plants', { token })).status, 200)
+      } finally {
+        await retry.stop('SIGKILL')
+      }
+    })
   })
-})
+
+  describe(`plantstore serve, stopping and restarting on the same database (${backend.name})`, () => {
+    let database: string
+    let first: ServerProcess
+    let token: string
+
+    before(async () => {
+      const fresh = await backend.createDatabase()
+      disposeLater(fresh)
+      database = fresh.url
+      first = await startServer({ database })
+      token = (await first.waitForStdout(TOKEN))[0]
+      const created = await http(first.baseUrl, 'POST', '/plants', { token, body: { id: 7, name: 'Survivor' } })
+      assert.equal(created.status, 200, created.text)
+    })
+    after(() => first.stop('SIGKILL'))
+
+    test('exits with code 0 on SIGTERM and stops answering', async () => {
+      assert.equal(await first.stop('SIGTERM'), 0)
+      assert.match(first.stdout, /"signal":"SIGTERM".*"shutting down"/)
+      await assert.rejects(fetch(`${first.baseUrl}/healthz`))
+    })
+
+    test('prints no new token on a second start and still lists the plant created before', async () => {
+      const second = await startServer({ database })
+      try {
+        await second.settle()
+        assert.doesNotMatch(second.stdout, /pst_/)
+        assert.doesNotMatch(second.stdout, /had no API tokens/)
+        const listed = await http(second.baseUrl, 'GET', '/plants', { token })
+        assert.equal(listed.status, 200, listed.text)
+        assert.deepEqual(JSON.parse(listed.text), [{ name: 'Survivor' }])
+      } finally {
+        await second.stop('SIGKILL')
+      }
+    })
+  })
+}
 
 describe('plantstore serve with PLANTSTORE_BOOTSTRAP_TOKEN', () => {
   test('seeds that token on an empty store and prints no generated one', async () => {

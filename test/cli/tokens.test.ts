@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { backends, type TestDatabase } from '../helpers/backends.js'
 import {
   cleanup,
   eventually,
@@ -38,146 +39,160 @@ function assertUsageError(result: CliResult, flag: string): void {
   assert.ok(lines[0]!.startsWith(`plantstore: ${flag}: `), lines[0])
 }
 
-describe('plantstore tokens, against a running server on the same database', () => {
-  const database = tempDatabase()
-  let server: ServerProcess
-  let readOnly: CreatedToken
+for (const backend of backends) {
+  describe(`plantstore tokens, against a running server on the same database (${backend.name})`, () => {
+    let testDatabase: TestDatabase
+    let database: string
+    let server: ServerProcess
+    let readOnly: CreatedToken
 
-  async function createToken(...args: string[]): Promise<CreatedToken> {
-    const startedAt = Date.now()
-    const result = await runCli(['tokens', 'create', ...args, '--database', database])
-    const exitedAt = Date.now()
-    assert.equal(result.code, 0, result.stderr)
-    const id = /^Created (tok_[0-9a-f]{16}) /m.exec(result.stderr)?.[1]
-    assert.ok(id !== undefined, `token id on stderr: ${result.stderr}`)
-    return { ...result, secret: result.stdout.split('\n')[0]!, id, startedAt, exitedAt }
-  }
-
-  const listPlants = (token: string) => http(server.baseUrl, 'GET', '/plants', { token })
-  const tokensList = (...args: string[]) => runCli(['tokens', 'list', ...args, '--database', database])
-
-  before(async () => {
-    server = await startServer({ database })
-    readOnly = await createToken('--account', 'acme', '--scope', 'plants:read', '--label', 'ci')
-  })
-  after(() => server.stop('SIGKILL'))
-
-  test("prints a new token alone on stdout's first line and the details on stderr", () => {
-    assert.match(readOnly.stdout, /^pst_[A-Za-z0-9_-]{43}\n$/)
-    assert.match(readOnly.stderr, /^Created tok_[0-9a-f]{16} for account acme, scopes plants:read, never expires\.$/m)
-    assert.ok(!readOnly.stderr.includes(readOnly.secret), 'the secret is only on stdout')
-  })
-
-  test('a read-only token lists plants at once but gets 403 insufficient_scope on POST', async () => {
-    const listed = await listPlants(readOnly.secret)
-    assert.equal(listed.status, 200, listed.text)
-    assert.deepEqual(JSON.parse(listed.text), [])
-    const created = await http(server.baseUrl, 'POST', '/plants', {
-      token: readOnly.secret,
-      body: { id: 1, name: 'Nope' },
-    })
-    assertRefused(created, 403, 40301, /error="insufficient_scope"/)
-    assert.match(created.headers.get('www-authenticate')!, /scope="plants:write"/)
-  })
-
-  test('gives a token both scopes when no --scope is given', async () => {
-    const token = await createToken('--account', 'both-scopes')
-    assert.match(token.stderr, /scopes plants:read plants:write,/)
-    const created = await http(server.baseUrl, 'POST', '/plants', { token: token.secret, body: { id: 1, name: 'Yes' } })
-    assert.equal(created.status, 200, created.text)
-    assert.deepEqual(JSON.parse((await listPlants(token.secret)).text), [{ name: 'Yes' }])
-  })
-
-  test('lists id, account, scopes and label of each token and never a secret', async () => {
-    const result = await tokensList()
-    assert.equal(result.code, 0, result.stderr)
-    const lines = result.stdout.trimEnd().split('\n')
-    assert.match(lines[0]!, /^ID\s+ACCOUNT\s+SCOPES\s+STATUS\s+CREATED\s+EXPIRES\s+LABEL$/)
-    const row = lines.find((line) => line.startsWith(readOnly.id + ' '))
-    assert.ok(row !== undefined, `a row for ${readOnly.id} in:\n${result.stdout}`)
-    assert.match(row, /^tok_[0-9a-f]{16}\s+acme\s+plants:read\s+active\s+\S+\s+-\s+ci$/)
-    // The server's bootstrap token is listed too, under account default.
-    assert.ok(
-      lines.some((line) => /^tok_[0-9a-f]{16}\s+default\s+plants:read,plants:write\s+active\s/.test(line)),
-      result.stdout,
-    )
-    for (const output of [result.stdout, result.stderr]) {
-      assert.ok(!output.includes(readOnly.secret), 'secret printed by tokens list')
-      assert.ok(!output.includes('pst_'), 'token prefix printed by tokens list')
+    async function createToken(...args: string[]): Promise<CreatedToken> {
+      const startedAt = Date.now()
+      const result = await runCli(['tokens', 'create', ...args, '--database', database])
+      const exitedAt = Date.now()
+      assert.equal(result.code, 0, result.stderr)
+      const id = /^Created (tok_[0-9a-f]{16}) /m.exec(result.stderr)?.[1]
+      assert.ok(id !== undefined, `token id on stderr: ${result.stderr}`)
+      return { ...result, secret: result.stdout.split('\n')[0]!, id, startedAt, exitedAt }
     }
-  })
 
-  test('lists only the tokens of the account given with --account', async () => {
-    const result = await tokensList('--account', 'acme')
-    assert.equal(result.code, 0, result.stderr)
-    const rows = result.stdout.trimEnd().split('\n').slice(1)
-    assert.ok(rows.length >= 1, result.stdout)
-    for (const row of rows) assert.match(row, /^tok_[0-9a-f]{16}\s+acme\s/)
-    assert.ok(rows.some((row) => row.startsWith(readOnly.id + ' ')))
-    assert.ok(!result.stdout.includes('default'), 'the bootstrap token of account default is filtered out')
-  })
+    const listPlants = (token: string) => http(server.baseUrl, 'GET', '/plants', { token })
+    const tokensList = (...args: string[]) => runCli(['tokens', 'list', ...args, '--database', database])
 
-  test('a revoked token is refused by the running server within 5 seconds', async () => {
-    const token = await createToken('--account', 'acme', '--label', 'revoke-me')
-    // Used once first, so the server has it cached as valid.
-    assert.equal((await listPlants(token.secret)).status, 200)
-
-    const revoked = await runCli(['tokens', 'revoke', token.id, '--database', database])
-    assert.equal(revoked.code, 0, revoked.stderr)
-    assert.equal(revoked.stdout, '')
-    assert.match(revoked.stderr, new RegExp(`^Revoked ${token.id}\\.$`, 'm'))
-
-    let last: HttpResult | undefined
-    await eventually(async () => {
-      last = await listPlants(token.secret)
-      return last.status !== 200
-    }, 5000)
-    assertRefused(last!, 401, 40102, /error="invalid_token"/)
-    assert.match(last!.text, /revoked/)
-
-    const listed = await tokensList('--account', 'acme')
-    assert.match(listed.stdout, new RegExp(`^${token.id}\\s+acme\\s+\\S+\\s+revoked\\s`, 'm'))
-  })
-
-  test('revoking an unknown token id exits 1 naming TOKEN_ID', async () => {
-    const result = await runCli(['tokens', 'revoke', 'tok_0000000000000000', '--database', database])
-    assertUsageError(result, 'TOKEN_ID')
-  })
-
-  test('a token created with --expires-in 2s works at once and is refused once it has expired', async () => {
-    const token = await createToken('--account', 'acme', '--expires-in', '2s')
-    const expires = /expires (\S+)\.$/m.exec(token.stderr)?.[1]
-    assert.ok(expires !== undefined, token.stderr)
-    const expiresAt = Date.parse(expires)
-    assert.ok(expiresAt >= token.startedAt + 2000 && expiresAt <= token.exitedAt + 2000, `expires ${expires}`)
-
-    assert.equal((await listPlants(token.secret)).status, 200)
-    await new Promise((resolve) => setTimeout(resolve, token.exitedAt + 2500 - Date.now()))
-    const refused = await listPlants(token.secret)
-    assertRefused(refused, 401, 40102, /error="invalid_token"/)
-    assert.match(refused.text, /expired/)
-  })
-
-  test('accounts are isolated: B neither lists nor deletes the plant A created', async () => {
-    const [a, b] = await Promise.all([createToken('--account', 'iso-a'), createToken('--account', 'iso-b')])
-    const created = await http(server.baseUrl, 'POST', '/plants', {
-      token: a.secret,
-      body: { id: 7, name: 'Ficus of A' },
+    before(async () => {
+      testDatabase = await backend.createDatabase()
+      database = testDatabase.url
+      server = await startServer({ database })
+      readOnly = await createToken('--account', 'acme', '--scope', 'plants:read', '--label', 'ci')
     })
-    assert.equal(created.status, 200, created.text)
+    after(async () => {
+      await server.stop('SIGKILL')
+      await testDatabase.dispose()
+    })
 
-    assert.deepEqual(JSON.parse((await listPlants(b.secret)).text), [])
-    const deleted = await http(server.baseUrl, 'DELETE', '/plants/7', { token: b.secret })
-    assert.equal(deleted.status, 404, deleted.text)
-    assert.equal((JSON.parse(deleted.text) as { error: number }).error, 40401)
-    // B may use the same id for a plant of its own: ids are per account.
-    const own = await http(server.baseUrl, 'POST', '/plants', { token: b.secret, body: { id: 7, name: 'Ficus of B' } })
-    assert.equal(own.status, 200, own.text)
+    test("prints a new token alone on stdout's first line and the details on stderr", () => {
+      assert.match(readOnly.stdout, /^pst_[A-Za-z0-9_-]{43}\n$/)
+      assert.match(readOnly.stderr, /^Created tok_[0-9a-f]{16} for account acme, scopes plants:read, never expires\.$/m)
+      assert.ok(!readOnly.stderr.includes(readOnly.secret), 'the secret is only on stdout')
+    })
 
-    assert.deepEqual(JSON.parse((await listPlants(a.secret)).text), [{ name: 'Ficus of A' }])
-    assert.deepEqual(JSON.parse((await listPlants(b.secret)).text), [{ name: 'Ficus of B' }])
+    test('a read-only token lists plants at once but gets 403 insufficient_scope on POST', async () => {
+      const listed = await listPlants(readOnly.secret)
+      assert.equal(listed.status, 200, listed.text)
+      assert.deepEqual(JSON.parse(listed.text), [])
+      const created = await http(server.baseUrl, 'POST', '/plants', {
+        token: readOnly.secret,
+        body: { id: 1, name: 'Nope' },
+      })
+      assertRefused(created, 403, 40301, /error="insufficient_scope"/)
+      assert.match(created.headers.get('www-authenticate')!, /scope="plants:write"/)
+    })
+
+    test('gives a token both scopes when no --scope is given', async () => {
+      const token = await createToken('--account', 'both-scopes')
+      assert.match(token.stderr, /scopes plants:read plants:write,/)
+      const created = await http(server.baseUrl, 'POST', '/plants', {
+        token: token.secret,
+        body: { id: 1, name: 'Yes' },
+      })
+      assert.equal(created.status, 200, created.text)
+      assert.deepEqual(JSON.parse((await listPlants(token.secret)).text), [{ name: 'Yes' }])
+    })
+
+    test('lists id, account, scopes and label of each token and never a secret', async () => {
+      const result = await tokensList()
+      assert.equal(result.code, 0, result.stderr)
+      const lines = result.stdout.trimEnd().split('\n')
+      assert.match(lines[0]!, /^ID\s+ACCOUNT\s+SCOPES\s+STATUS\s+CREATED\s+EXPIRES\s+LABEL$/)
+      const row = lines.find((line) => line.startsWith(readOnly.id + ' '))
+      assert.ok(row !== undefined, `a row for ${readOnly.id} in:\n${result.stdout}`)
+      assert.match(row, /^tok_[0-9a-f]{16}\s+acme\s+plants:read\s+active\s+\S+\s+-\s+ci$/)
+      // The server's bootstrap token is listed too, under account default.
+      assert.ok(
+        lines.some((line) => /^tok_[0-9a-f]{16}\s+default\s+plants:read,plants:write\s+active\s/.test(line)),
+        result.stdout,
+      )
+      for (const output of [result.stdout, result.stderr]) {
+        assert.ok(!output.includes(readOnly.secret), 'secret printed by tokens list')
+        assert.ok(!output.includes('pst_'), 'token prefix printed by tokens list')
+      }
+    })
+
+    test('lists only the tokens of the account given with --account', async () => {
+      const result = await tokensList('--account', 'acme')
+      assert.equal(result.code, 0, result.stderr)
+      const rows = result.stdout.trimEnd().split('\n').slice(1)
+      assert.ok(rows.length >= 1, result.stdout)
+      for (const row of rows) assert.match(row, /^tok_[0-9a-f]{16}\s+acme\s/)
+      assert.ok(rows.some((row) => row.startsWith(readOnly.id + ' ')))
+      assert.ok(!result.stdout.includes('default'), 'the bootstrap token of account default is filtered out')
+    })
+
+    test('a revoked token is refused by the running server within 5 seconds', async () => {
+      const token = await createToken('--account', 'acme', '--label', 'revoke-me')
+      // Used once first, so the server has it cached as valid.
+      assert.equal((await listPlants(token.secret)).status, 200)
+
+      const revoked = await runCli(['tokens', 'revoke', token.id, '--database', database])
+      assert.equal(revoked.code, 0, revoked.stderr)
+      assert.equal(revoked.stdout, '')
+      assert.match(revoked.stderr, new RegExp(`^Revoked ${token.id}\\.$`, 'm'))
+
+      let last: HttpResult | undefined
+      await eventually(async () => {
+        last = await listPlants(token.secret)
+        return last.status !== 200
+      }, 5000)
+      assertRefused(last!, 401, 40102, /error="invalid_token"/)
+      assert.match(last!.text, /revoked/)
+
+      const listed = await tokensList('--account', 'acme')
+      assert.match(listed.stdout, new RegExp(`^${token.id}\\s+acme\\s+\\S+\\s+revoked\\s`, 'm'))
+    })
+
+    test('revoking an unknown token id exits 1 naming TOKEN_ID', async () => {
+      const result = await runCli(['tokens', 'revoke', 'tok_0000000000000000', '--database', database])
+      assertUsageError(result, 'TOKEN_ID')
+    })
+
+    test('a token created with --expires-in 2s works at once and is refused once it has expired', async () => {
+      const token = await createToken('--account', 'acme', '--expires-in', '2s')
+      const expires = /expires (\S+)\.$/m.exec(token.stderr)?.[1]
+      assert.ok(expires !== undefined, token.stderr)
+      const expiresAt = Date.parse(expires)
+      assert.ok(expiresAt >= token.startedAt + 2000 && expiresAt <= token.exitedAt + 2000, `expires ${expires}`)
+
+      assert.equal((await listPlants(token.secret)).status, 200)
+      await new Promise((resolve) => setTimeout(resolve, token.exitedAt + 2500 - Date.now()))
+      const refused = await listPlants(token.secret)
+      assertRefused(refused, 401, 40102, /error="invalid_token"/)
+      assert.match(refused.text, /expired/)
+    })
+
+    test('accounts are isolated: B neither lists nor deletes the plant A created', async () => {
+      const [a, b] = await Promise.all([createToken('--account', 'iso-a'), createToken('--account', 'iso-b')])
+      const created = await http(server.baseUrl, 'POST', '/plants', {
+        token: a.secret,
+        body: { id: 7, name: 'Ficus of A' },
+      })
+      assert.equal(created.status, 200, created.text)
+
+      assert.deepEqual(JSON.parse((await listPlants(b.secret)).text), [])
+      const deleted = await http(server.baseUrl, 'DELETE', '/plants/7', { token: b.secret })
+      assert.equal(deleted.status, 404, deleted.text)
+      assert.equal((JSON.parse(deleted.text) as { error: number }).error, 40401)
+      // B may use the same id for a plant of its own: ids are per account.
+      const own = await http(server.baseUrl, 'POST', '/plants', {
+        token: b.secret,
+        body: { id: 7, name: 'Ficus of B' },
+      })
+      assert.equal(own.status, 200, own.text)
+
+      assert.deepEqual(JSON.parse((await listPlants(a.secret)).text), [{ name: 'Ficus of A' }])
+      assert.deepEqual(JSON.parse((await listPlants(b.secret)).text), [{ name: 'Ficus of B' }])
+    })
   })
-})
+}
 
 describe('plantstore tokens create, invalid input', { concurrency: true }, () => {
   const database = tempDatabase()

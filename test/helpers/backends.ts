@@ -1,6 +1,8 @@
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import postgres from 'postgres'
 import { openStorage, type Storage } from '../../src/storage/index.js'
 
 /** A database a test can open storage on, and throw away afterwards. */
@@ -26,15 +28,50 @@ const sqlite: TestBackend = {
   },
 }
 
+/** The PostgreSQL server the suites may use; without it they run on SQLite alone. */
+export const POSTGRES_URL = process.env.PLANTSTORE_TEST_POSTGRES_URL || undefined
+
+/** Runs `fn` on a one-connection admin client, always closing it. */
+async function withAdmin<T>(url: string, fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    return await fn(sql)
+  } finally {
+    await sql.end({ timeout: 5 })
+  }
+}
+
+/** `url` with its search_path set, so every connection of the store lands in `schema`. */
+function inSchema(url: string, schema: string): string {
+  const parsed = new URL(url)
+  parsed.searchParams.set('search_path', schema)
+  return parsed.toString()
+}
+
+/** A fresh schema per database, so concurrent runs and tests never see each other's rows. */
+export function postgresBackend(url: string): TestBackend {
+  return {
+    name: 'postgres',
+    async createDatabase() {
+      const schema = `plantstore_test_${process.pid}_${randomBytes(4).toString('hex')}`
+      await withAdmin(url, (sql) => sql`CREATE SCHEMA ${sql(schema)}`)
+      return {
+        url: inSchema(url, schema),
+        dispose: () => withAdmin(url, (sql) => sql`DROP SCHEMA IF EXISTS ${sql(schema)} CASCADE`).then(() => {}),
+      }
+    },
+  }
+}
+
 /** Every backend available on this machine; suites loop over it. */
-export const backends: TestBackend[] = [sqlite]
+export const backends: TestBackend[] = POSTGRES_URL === undefined ? [sqlite] : [sqlite, postgresBackend(POSTGRES_URL)]
 
 /** Opens storage on a fresh database of the backend; dispose() closes and removes it. */
 export async function freshStorage(
   backend: TestBackend,
 ): Promise<{ storage: Storage; url: string; dispose(): Promise<void> }> {
   const database = await backend.createDatabase()
-  const storage = openStorage(database.url)
+  const storage = await openStorage(database.url)
   return {
     storage,
     url: database.url,

@@ -7,8 +7,12 @@ import Database from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
+import postgres from 'postgres'
+import { openStorage, type Storage } from '../../src/storage/index.js'
 import { SqliteStorage } from '../../src/storage/sqlite/index.js'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
+import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../helpers/backends.js'
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
 
 describe('server errors', () => {
   let t: TestApp
@@ -27,7 +31,7 @@ describe('server errors', () => {
   })
 })
 
-describe('storage unavailable', () => {
+describe('storage unavailable (sqlite)', () => {
   let dir: string
   let storage: SqliteStorage
   let app: FastifyInstance
@@ -67,3 +71,64 @@ describe('storage unavailable', () => {
     assert.equal((await post()).statusCode, 200)
   })
 })
+
+// Runs with the PostgreSQL half of the suite (see test/storage/backends.test.ts for the skip notice).
+if (POSTGRES_URL !== undefined)
+  describe('storage unavailable (postgres)', () => {
+    let database: TestDatabase
+    let proxy: TcpProxy
+    let storage: Storage
+    let app: FastifyInstance
+    let headers: { authorization: string }
+    let admin: postgres.Sql
+    before(async () => {
+      database = await postgresBackend(POSTGRES_URL!).createDatabase()
+      const direct = new URL(database.url)
+      proxy = await startTcpProxy(direct.hostname, Number(direct.port || 5432))
+      const viaProxy = new URL(database.url)
+      viaProxy.host = `127.0.0.1:${proxy.port}`
+      // A short lock_timeout, so a held lock shows up as 503 within the test instead of a long wait.
+      viaProxy.searchParams.set('lock_timeout', '100')
+      storage = await openStorage(viaProxy.toString())
+      const { secret } = await issueToken(storage, { accountName: 'a', scopes: ['plants:write'] })
+      headers = bearer(secret)
+      app = await buildApp({ storage })
+      admin = postgres(database.url, { max: 1, onnotice: () => {} })
+    })
+    after(async () => {
+      await app.close()
+      await storage.close()
+      await admin.end()
+      await proxy.close()
+      await database.dispose()
+    })
+
+    const post = (id: number) =>
+      app.inject({
+        method: 'POST',
+        url: '/plants',
+        headers: { ...headers, 'content-type': 'application/json' },
+        payload: `{"id": ${id}, "name": "x"}`,
+      })
+
+    test('answers 503 with Retry-After while another session holds the table lock, then recovers', async () => {
+      await admin.begin(async (tx) => {
+        await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
+        const busy = await post(1)
+        assert.equal(busy.statusCode, 503)
+        assert.equal(busy.headers['retry-after'], '1')
+        assert.deepEqual(busy.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+      })
+      assert.equal((await post(1)).statusCode, 200)
+    })
+
+    test('answers 503 while the database cannot be reached, then recovers without a restart', async () => {
+      await proxy.cut()
+      const down = await post(2)
+      assert.equal(down.statusCode, 503)
+      assert.equal(down.headers['retry-after'], '1')
+      assert.deepEqual(down.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+      await proxy.restore()
+      assert.equal((await post(2)).statusCode, 200)
+    })
+  })

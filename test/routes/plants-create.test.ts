@@ -110,6 +110,9 @@ for (const backend of backends) {
       ['a null tag', '{"id": 1, "name": "x", "tag": null}', /body\.tag/],
       ['an empty tag', '{"id": 1, "name": "x", "tag": ""}', /body\.tag/],
       ['a tag over 100 characters', `{"id": 1, "name": "x", "tag": "${'t'.repeat(101)}"}`, /body\.tag.*100/],
+      ['a NUL character in the name', '{"id": 1, "name": "a\\u0000b"}', /body\.name: expected text without NUL/],
+      ['an unpaired surrogate in the name', '{"id": 1, "name": "\\ud800x"}', /body\.name: .*unpaired surrogates/],
+      ['a reversed surrogate pair in the tag', '{"id": 1, "name": "x", "tag": "\\udc00\\ud800"}', /body\.tag/],
       ['an unknown field', '{"id": 1, "name": "x", "color": "green"}', /body\.color/],
       ['an array body', '[{"id": 1, "name": "x"}]', /body/],
       ['a constructor field', '{"id": 1, "name": "x", "constructor": {}}', /body\.constructor/],
@@ -123,6 +126,13 @@ for (const backend of backends) {
     test('accepts a name of exactly 200 and a tag of exactly 100 characters', async () => {
       const res = await post({ id: 20, name: 'a'.repeat(200), tag: 't'.repeat(100) })
       assert.equal(res.statusCode, 200)
+    })
+
+    test('stores and returns names beyond the Basic Multilingual Plane unchanged', async () => {
+      const plant = { id: 22, name: 'Cactus 🌵 𝔉', tag: 'é\u00e9\u0301' }
+      assert.equal((await post(plant)).statusCode, 200)
+      assert.equal((await post(plant)).statusCode, 200)
+      assert.deepEqual(await find(22n), [{ id: 22n, name: plant.name, tag: plant.tag }])
     })
 
     test('rejects a __proto__ key instead of polluting prototypes', async () => {

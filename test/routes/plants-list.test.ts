@@ -121,6 +121,7 @@ for (const backend of backends) {
       ['a cursor this server did not make', '/plants?cursor=bm90LWEtY3Vyc29y', /querystring\.cursor/],
       ['a cursor with bad characters', '/plants?cursor=a%2Bb', /querystring\.cursor/],
       ['an empty tag', '/plants?tag=', /querystring\.tag/],
+      ['a NUL character in the tag', '/plants?tag=a%00b', /querystring\.tag: expected text without NUL/],
       ['an unknown field in fields', '/plants?fields=id,color', /querystring\.fields/],
       ['fields without name', '/plants?fields=id', /querystring\.fields: must include name/],
       ['an unknown parameter', '/plants?limt=5', /querystring\.limt/],

@@ -60,10 +60,13 @@ for (const backend of backends) {
       )
       assert.ok(page.every((plant) => plant.tag === 'even' && plant.name === 'p'))
       const untagged = await storage.listPlants(acme, { limit: 2, after: 100n })
-      assert.deepEqual(untagged, [
-        { id: 101n, name: 'p', tag: null },
-        { id: 102n, name: 'p', tag: 'even' },
-      ])
+      assert.deepEqual(
+        [...untagged],
+        [
+          { id: 101n, name: 'p', tag: null },
+          { id: 102n, name: 'p', tag: 'even' },
+        ],
+      )
     })
 
     test('deletes only within the account', async () => {
@@ -110,8 +113,25 @@ for (const backend of backends) {
       assert.equal(await storage.countTokens(), all.length)
     })
 
+    test('stores exactly one plant when many connections create the same id at once', async () => {
+      const others = await Promise.all([1, 2, 3].map(() => openStorage(url)))
+      try {
+        const stores = [storage, ...others]
+        const outcomes = await Promise.all(
+          Array.from({ length: 40 }, (_, i) =>
+            stores[i % stores.length]!.createPlant(acme, { id: 777n, name: 'race', tag: null }),
+          ),
+        )
+        assert.equal(outcomes.filter((outcome) => outcome === 'created').length, 1)
+        assert.equal(outcomes.filter((outcome) => outcome === 'identical').length, 39)
+      } finally {
+        await Promise.all(others.map((other) => other.close()))
+      }
+    })
+
     test('keeps everything when reopened (migrations run once)', async () => {
-      const again = openStorage(url)
+      const again = await openStorage(url)
+      assert.deepEqual(again.migrationsApplied, [])
       try {
         assert.equal((await again.listPlants(acme, { limit: 1 })).length, 1)
         assert.equal(await again.countTokens(), await storage.countTokens())

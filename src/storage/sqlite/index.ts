@@ -1,9 +1,17 @@
 import { existsSync, mkdirSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { type Statement } from 'better-sqlite3'
-import type { CreateOutcome, NewToken, PageRequest, Storage, StoredPlant, TokenRecord } from '../types.js'
+import {
+  MigrationsPendingError,
+  type CreateOutcome,
+  type NewToken,
+  type PageRequest,
+  type Storage,
+  type StoredPlant,
+  type TokenRecord,
+} from '../types.js'
 import { guard } from './errors.js'
-import { migrate } from './migrations.js'
+import { migrate, pendingMigrations } from './migrations.js'
 
 interface TokenRow {
   id: string
@@ -54,7 +62,7 @@ function makeDirectories(dir: string): void {
   }
 }
 
-/** Opens the SQLite file (creating folders and schema as needed) in WAL mode with full fsync on commit. */
+/** Opens the SQLite file (creating folders as needed) in WAL mode with full fsync on commit. */
 function open(file: string, busyTimeoutMs: number): Database.Database {
   if (file !== ':memory:') makeDirectories(dirname(file))
   const db = new Database(file, { timeout: busyTimeoutMs })
@@ -62,8 +70,15 @@ function open(file: string, busyTimeoutMs: number): Database.Database {
   // FULL: a commit is on disk before the client hears 200, even across power loss.
   db.pragma('synchronous = FULL')
   db.pragma('foreign_keys = ON')
-  migrate(db)
   return db
+}
+
+/** Migrates, or checks that no migration is pending; returns the versions applied. */
+function prepareSchema(db: Database.Database, apply: boolean): number[] {
+  if (apply) return migrate(db)
+  const pending = pendingMigrations(db)
+  if (pending.length > 0) throw new MigrationsPendingError(pending)
+  return []
 }
 
 /** Storage on an embedded SQLite file through better-sqlite3. */
@@ -75,10 +90,20 @@ export class SqliteStorage implements Storage {
   readonly #deletePlant: Statement
   readonly #findToken: Statement
   readonly #createPlantTx: Database.Transaction<(accountId: number, plant: StoredPlant) => CreateOutcome>
+  readonly migrationsApplied: readonly number[]
 
-  /** `busyTimeoutMs`: how long a write waits for another process's lock before the request gets 503. */
-  constructor(file: string, options: { busyTimeoutMs?: number } = {}) {
+  /**
+   * `busyTimeoutMs`: how long a write waits for another process's lock before the request gets 503;
+   * `migrate`: apply pending migrations (default) or refuse a database whose schema is behind.
+   */
+  constructor(file: string, options: { busyTimeoutMs?: number; migrate?: boolean } = {}) {
     const db = (this.#db = guard(() => open(file, options.busyTimeoutMs ?? 5000)))
+    try {
+      this.migrationsApplied = guard(() => prepareSchema(db, options.migrate ?? true))
+    } catch (err) {
+      db.close()
+      throw err
+    }
     this.#pages = new Map(
       [false, true].flatMap((tag) =>
         [false, true].map((after) => [`${tag}:${after}`, db.prepare(pageSql(tag, after)).safeIntegers(true)]),
@@ -119,29 +144,36 @@ export class SqliteStorage implements Storage {
   }
 
   async createToken(token: NewToken): Promise<TokenRecord> {
+    guard(() => this.#db.transaction(() => this.#insertToken(token)).immediate())
+    return (await this.findToken(token.secretHash))!
+  }
+
+  #insertToken(token: NewToken): true {
     const db = this.#db
-    const insert = db.transaction(() => {
-      db.prepare('INSERT INTO accounts (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING').run(
-        token.accountName,
-        Date.now(),
-      )
-      const account = db.prepare('SELECT id FROM accounts WHERE name = ?').get(token.accountName) as { id: number }
-      db.prepare(
-        `INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
+    db.prepare('INSERT INTO accounts (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING').run(
+      token.accountName,
+      Date.now(),
+    )
+    const account = db.prepare('SELECT id FROM accounts WHERE name = ?').get(token.accountName) as { id: number }
+    db.prepare(
+      `INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
          VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        token.id,
-        account.id,
-        token.secretHash,
-        token.scopes.join(' '),
-        token.label,
-        Date.now(),
-        token.expiresAt?.getTime() ?? null,
-      )
-    })
-    guard(() => insert.immediate())
-    const created = await this.findToken(token.secretHash)
-    return created!
+    ).run(
+      token.id,
+      account.id,
+      token.secretHash,
+      token.scopes.join(' '),
+      token.label,
+      Date.now(),
+      token.expiresAt?.getTime() ?? null,
+    )
+    return true
+  }
+
+  async createFirstToken(token: NewToken): Promise<TokenRecord | undefined> {
+    // IMMEDIATE takes the write lock before counting, so two processes cannot both see an empty store.
+    const first = this.#db.transaction(() => (this.#countTokens() === 0 ? this.#insertToken(token) : false))
+    return guard(() => first.immediate()) ? (await this.findToken(token.secretHash))! : undefined
   }
 
   async listTokens(accountName?: string): Promise<TokenRecord[]> {
@@ -161,7 +193,11 @@ export class SqliteStorage implements Storage {
   }
 
   async countTokens(): Promise<number> {
-    return guard(() => this.#db.prepare('SELECT count(*) FROM tokens').pluck().get() as number)
+    return guard(() => this.#countTokens())
+  }
+
+  #countTokens(): number {
+    return this.#db.prepare('SELECT count(*) FROM tokens').pluck().get() as number
   }
 
   async ping(): Promise<void> {

@@ -32,17 +32,31 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
   },
 ]
 
-/** Applies pending migrations in one IMMEDIATE transaction, so a CLI and a server starting together are safe. */
-export function migrate(db: Database): void {
+/** Versions this release needs that the database lacks. */
+export function pendingMigrations(db: Database): number[] {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()
+  const done = new Set(
+    table === undefined ? [] : (db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[]),
+  )
+  return migrations.filter((migration) => !done.has(migration.version)).map((migration) => migration.version)
+}
+
+/**
+ * Applies pending migrations in one IMMEDIATE transaction, so a CLI and a server starting together are
+ * safe; returns the versions applied.
+ */
+export function migrate(db: Database): number[] {
+  if (pendingMigrations(db).length === 0) return []
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)')
-  const applied = db.prepare('SELECT version FROM schema_migrations').pluck()
   const record = db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)')
-  db.transaction(() => {
-    const done = new Set(applied.all() as number[])
-    for (const migration of migrations) {
-      if (done.has(migration.version)) continue
-      db.exec(migration.sql)
-      record.run(migration.version, Date.now())
-    }
-  }).immediate()
+  return db
+    .transaction(() => {
+      const pending = pendingMigrations(db)
+      for (const version of pending) {
+        db.exec(migrations.find((migration) => migration.version === version)!.sql)
+        record.run(version, Date.now())
+      }
+      return pending
+    })
+    .immediate()
 }

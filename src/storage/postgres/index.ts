@@ -1,0 +1,187 @@
+import {
+  MigrationsPendingError,
+  type CreateOutcome,
+  type NewToken,
+  type OpenOptions,
+  type PageRequest,
+  type Storage,
+  type StoredPlant,
+  type TokenRecord,
+} from '../types.js'
+import { guard } from './errors.js'
+import { connect, type Query, type Sql, type TransactionSql } from './client.js'
+import { migrate, pendingMigrations } from './migrations.js'
+
+interface TokenRow {
+  id: string
+  account_id: bigint
+  account_name: string
+  secret_hash: Buffer
+  scopes: string
+  label: string | null
+  created_at: Date
+  expires_at: Date | null
+  revoked_at: Date | null
+}
+
+function toToken(row: TokenRow): TokenRecord & { secretHash: Buffer } {
+  return {
+    id: row.id,
+    accountId: Number(row.account_id),
+    accountName: row.account_name,
+    secretHash: row.secret_hash,
+    scopes: row.scopes.split(' ').filter(Boolean),
+    label: row.label,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    revokedAt: row.revoked_at,
+  }
+}
+
+function withoutSecret(token: TokenRecord & { secretHash: Buffer }): TokenRecord {
+  const { secretHash: _hidden, ...record } = token
+  return record
+}
+
+const tokenColumns = (sql: Query) =>
+  sql`t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label,
+    t.created_at, t.expires_at, t.revoked_at`
+
+async function findTokenBy(sql: Query, secretHash: Buffer): Promise<TokenRecord & { secretHash: Buffer }> {
+  const [row] = await sql<TokenRow[]>`SELECT ${tokenColumns(sql)}
+    FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE t.secret_hash = ${secretHash}`
+  return toToken(row!)
+}
+
+async function insertToken(sql: TransactionSql, token: NewToken): Promise<TokenRecord> {
+  await sql`INSERT INTO accounts (name, created_at) VALUES (${token.accountName}, now()) ON CONFLICT (name) DO NOTHING`
+  await sql`INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
+    SELECT ${token.id}, id, ${token.secretHash}, ${token.scopes.join(' ')}, ${token.label}, now(), ${token.expiresAt}
+    FROM accounts WHERE name = ${token.accountName}`
+  return withoutSecret(await findTokenBy(sql, token.secretHash))
+}
+
+const SERIALIZATION_FAILURE = '40001'
+
+/** Storage on PostgreSQL (or an engine speaking its protocol) through a pool of the `postgres` client. */
+export class PostgresStorage implements Storage {
+  readonly #sql: Sql
+  readonly migrationsApplied: readonly number[]
+
+  private constructor(sql: Sql, migrationsApplied: number[]) {
+    this.#sql = sql
+    this.migrationsApplied = migrationsApplied
+  }
+
+  /** Connects, then migrates or checks the schema as `options.migrate` says. */
+  static async open(url: string, options: OpenOptions): Promise<PostgresStorage> {
+    const sql = connect(url, options.poolSize ?? 10)
+    try {
+      const applied = await guard(async () => {
+        if (options.migrate) return migrate(sql)
+        const pending = await pendingMigrations(sql)
+        if (pending.length > 0) throw new MigrationsPendingError(pending)
+        return []
+      })
+      return new PostgresStorage(sql, applied)
+    } catch (err) {
+      await sql.end({ timeout: 1 })
+      throw err
+    }
+  }
+
+  async createPlant(accountId: number, plant: StoredPlant): Promise<CreateOutcome> {
+    const sql = this.#sql
+    return guard(async () => {
+      // A delete can slip between the two statements; then the id is free again and the insert is retried.
+      for (;;) {
+        const inserted = await sql`INSERT INTO plants (account_id, id, name, tag)
+          VALUES (${accountId}, ${plant.id}, ${plant.name}, ${plant.tag}) ON CONFLICT DO NOTHING`
+        if (inserted.count === 1) return 'created'
+        const [existing] = await sql<{ name: string; tag: string | null }[]>`SELECT name, tag FROM plants
+          WHERE account_id = ${accountId} AND id = ${plant.id}`
+        if (existing === undefined) continue
+        return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
+      }
+    })
+  }
+
+  async listPlants(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
+    const sql = this.#sql
+    const tag = page.tag === undefined ? sql`` : sql`AND tag = ${page.tag}`
+    const after = page.after === undefined ? sql`` : sql`AND id > ${page.after}`
+    return guard(
+      () => sql<StoredPlant[]>`SELECT id, name, tag FROM plants
+        WHERE account_id = ${accountId} ${tag} ${after} ORDER BY id LIMIT ${page.limit}`,
+    )
+  }
+
+  async deletePlant(accountId: number, id: bigint): Promise<boolean> {
+    const sql = this.#sql
+    const result = await guard(() => sql`DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}`)
+    return result.count === 1
+  }
+
+  async findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined> {
+    const sql = this.#sql
+    const [row] = await guard(
+      () => sql<TokenRow[]>`SELECT ${tokenColumns(sql)}
+        FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE t.secret_hash = ${secretHash}`,
+    )
+    return row === undefined ? undefined : toToken(row)
+  }
+
+  async createToken(token: NewToken): Promise<TokenRecord> {
+    return guard(() => this.#sql.begin((tx) => insertToken(tx, token)))
+  }
+
+  async createFirstToken(token: NewToken): Promise<TokenRecord | undefined> {
+    // SERIALIZABLE makes count-then-insert atomic without locks: of two instances seeing an empty
+    // table at once, one commit fails with 40001 and its retry then sees the other's token.
+    return guard(async () => {
+      for (;;) {
+        try {
+          return await this.#sql.begin('isolation level serializable', async (tx) => {
+            const [row] = await tx<{ found: boolean }[]>`SELECT EXISTS (SELECT 1 FROM tokens) AS found`
+            return row!.found ? undefined : insertToken(tx, token)
+          })
+        } catch (err) {
+          if ((err as { code?: unknown }).code !== SERIALIZATION_FAILURE) throw err
+        }
+      }
+    })
+  }
+
+  async listTokens(accountName?: string): Promise<TokenRecord[]> {
+    const sql = this.#sql
+    const filter = accountName === undefined ? sql`` : sql`WHERE a.name = ${accountName}`
+    const rows = await guard(
+      () => sql<TokenRow[]>`SELECT ${tokenColumns(sql)}
+        FROM tokens t JOIN accounts a ON a.id = t.account_id ${filter} ORDER BY t.created_at, t.id`,
+    )
+    return rows.map((row) => withoutSecret(toToken(row)))
+  }
+
+  async revokeToken(id: string): Promise<boolean> {
+    const sql = this.#sql
+    const result = await guard(() => sql`UPDATE tokens SET revoked_at = now() WHERE id = ${id} AND revoked_at IS NULL`)
+    return result.count === 1
+  }
+
+  async countTokens(): Promise<number> {
+    const sql = this.#sql
+    const [row] = await guard(() => sql<{ n: bigint }[]>`SELECT count(*) AS n FROM tokens`)
+    return Number(row!.n)
+  }
+
+  async ping(): Promise<void> {
+    const sql = this.#sql
+    await guard(() => sql`SELECT 1`)
+  }
+
+  async close(): Promise<void> {
+    // Requests have finished when storage closes (the app closes first), so a connection that does not
+    // say goodbye within a second is dropped: one that died in an outage otherwise holds shutdown for long.
+    await this.#sql.end({ timeout: 1 })
+  }
+}
