@@ -24,10 +24,10 @@ export const HELP = `Usage: npm run bench -- [options]
 Benchmarks the service (SQLite; PostgreSQL too when PLANTSTORE_BENCH_POSTGRES_URL is set) against a bare
 node:http reference server with wrk, in interleaved rounds, and writes the results as Markdown.
 
-  --quick            CI smoke run: 2 rounds of 2 s, 1 s warm-up, 1,000 seeded plants (under a minute)
+  --quick            CI smoke run, not a measurement: 2 rounds of 1 s runs, 1,000 seeded plants (under a minute)
   --rounds N         rounds (default 6)
   --duration S       measured seconds per server per round (default 10)
-  --warmup S         warm-up seconds before each measured run (default 2)
+  --warmup S         warm-up seconds before each measured run (default 1)
   --connections N    wrk connections (default 50)
   --threads N        wrk threads (default 1)
   --seed N           plants in the listed account (default 10000)
@@ -64,8 +64,8 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
   return {
     quick,
     rounds: positiveInt('rounds', values.rounds, quick ? 2 : 6),
-    duration: positiveInt('duration', values.duration, quick ? 2 : 10),
-    warmup: positiveInt('warmup', values.warmup, quick ? 1 : 2),
+    duration: positiveInt('duration', values.duration, quick ? 1 : 10),
+    warmup: positiveInt('warmup', values.warmup, 1),
     connections: positiveInt('connections', values.connections, 50),
     threads: positiveInt('threads', values.threads, 1),
     seed: positiveInt('seed', values.seed, quick ? 1000 : 10_000),

@@ -1,3 +1,4 @@
+import type { CoreShares } from './core-usage.js'
 import type { Scenario } from './scenarios.js'
 import { max, median, min } from './stats.js'
 import type { WrkResult } from './wrk.js'
@@ -11,8 +12,8 @@ export interface Measurement {
   server: string
   wrk: WrkResult
   rssBytes: number
-  /** Share of the server's core other processes used during the run; undefined when not pinned. */
-  otherCpu: number | undefined
+  /** How the server's core was used during the run; undefined when not pinned. */
+  core: CoreShares | undefined
 }
 
 export interface ReportContext {
@@ -39,9 +40,15 @@ interface Row {
   rssMiB: number
   non2xx: number
   socketErrors: number
-  /** Median share of the server's core used by other processes, in percent; undefined when not pinned. */
+  /** Medians of the server's and the others' shares of the server's core, in percent; undefined when not pinned. */
+  serverCpuPct: number | undefined
   otherCpuPct: number | undefined
   ratios: number[]
+}
+
+function corePct(measurements: Measurement[], key: keyof CoreShares): number | undefined {
+  if (measurements.some((m) => m.core === undefined)) return undefined
+  return median(measurements.map((m) => (m.core?.[key] ?? 0) * 100))
 }
 
 function rowFor(measurements: Measurement[], server: string): Row | undefined {
@@ -59,9 +66,8 @@ function rowFor(measurements: Measurement[], server: string): Row | undefined {
     rssMiB: median(own.map((m) => m.rssBytes / 2 ** 20)),
     non2xx: own.reduce((sum, m) => sum + m.wrk.non2xx, 0),
     socketErrors: own.reduce((sum, m) => sum + m.wrk.socketErrors, 0),
-    otherCpuPct: own.every((m) => m.otherCpu !== undefined)
-      ? median(own.map((m) => (m.otherCpu ?? 0) * 100))
-      : undefined,
+    serverCpuPct: corePct(own, 'server'),
+    otherCpuPct: corePct(own, 'other'),
     ratios,
   }
 }
@@ -91,11 +97,11 @@ function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
   const lines = [
     `### ${scenario.name}: ${scenario.description}`,
     '',
-    '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | other CPU | req/s vs reference: median (min–max) |',
+    '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | core: server / other | req/s vs reference: median (min–max) |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
     ...rows.map(
       (r) =>
-        `| ${r.server} | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.otherCpuPct)} | ${ratioText(r)} |`,
+        `| ${r.server} | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.serverCpuPct)} / ${pct(r.otherCpuPct)} | ${ratioText(r)} |`,
     ),
     '',
   ]
@@ -138,6 +144,12 @@ export function markdownReport(context: ReportContext): string {
     "of per-round ratios, service req/s over the reference server's req/s in the same round (1.00 would mean the",
     'service is as fast as bare node:http), with the lowest and highest round in brackets.',
     '',
+    "Columns: p50 and p99 are latency percentiles from wrk; peak RSS is the server process's highest resident",
+    'memory during the measured run; "core: server / other" is the share of the servers\' CPU the server process',
+    'used (near 100%: the server is the bottleneck; lower: it waits for the disk or the database) and the share',
+    'everything else used (other processes, the database, kernel threads writing to disk); errors counts',
+    'responses of 400 and above plus socket errors, and any error makes `npm run bench` exit 1.',
+    '',
     `- Date: ${context.date.toISOString()}`,
     `- Command: \`${context.command}\``,
     `- Mode: ${context.mode}`,
@@ -166,7 +178,18 @@ export function markdownReport(context: ReportContext): string {
 
 /** The compact table for the terminal. */
 export function textTable(context: ReportContext): string {
-  const header = ['scenario', 'server', 'req/s', 'p50 ms', 'p99 ms', 'RSS MiB', 'other CPU', 'errors', 'vs reference']
+  const header = [
+    'scenario',
+    'server',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'RSS MiB',
+    'core',
+    'other',
+    'errors',
+    'vs reference',
+  ]
   const rows = context.scenarios.flatMap((scenario) =>
     rowsFor(context, scenario).map((r) => [
       scenario.name,
@@ -175,6 +198,7 @@ export function textTable(context: ReportContext): string {
       ms(r.p50Ms),
       ms(r.p99Ms),
       r.rssMiB.toFixed(0),
+      pct(r.serverCpuPct),
       pct(r.otherCpuPct),
       r.non2xx + r.socketErrors === 0 ? '0' : `${int(r.non2xx + r.socketErrors)} !!`,
       r.server === REFERENCE ? '' : ratioText(r),
@@ -182,6 +206,6 @@ export function textTable(context: ReportContext): string {
   )
   const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => (row[i] ?? '').length)))
   const line = (row: string[]): string =>
-    row.map((cell, i) => (i < 2 || i === 8 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ')
+    row.map((cell, i) => (i < 2 || i === 9 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ')
   return [line(header), ...rows.map(line)].join('\n').replace(/ +$/gm, '')
 }

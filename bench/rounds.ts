@@ -1,7 +1,7 @@
 import { BLOCK_SIZE, IdPool, formatRanges, type IdBlocks, type IdRange } from './id-pool.js'
 import type { BenchOptions } from './options.js'
 import type { Measurement } from './report.js'
-import { CoreNoise } from './core-noise.js'
+import { CoreUsage, type CoreShares } from './core-usage.js'
 import { PeakRss } from './rss.js'
 import { LIST_PATH, type Scenario } from './scenarios.js'
 import { seedRange } from './seed.js'
@@ -80,9 +80,9 @@ async function runOnce(scenario: Scenario, target: Target, seconds: number, cont
   if (deleting) env.PLANTSTORE_BENCH_DELETE_RANGES = formatRanges(deleting)
 
   const rss = new PeakRss(target.server.pid)
-  const noise = context.serverCpu === undefined ? undefined : new CoreNoise(context.serverCpu, target.server.pid)
+  const usage = context.serverCpu === undefined ? undefined : new CoreUsage(context.serverCpu, target.server.pid)
   rss.start()
-  noise?.start()
+  usage?.start()
   const wrk = await runWrk({
     url: target.server.url,
     lua: scenario.lua,
@@ -93,7 +93,7 @@ async function runOnce(scenario: Scenario, target: Target, seconds: number, cont
     env,
   })
   const rssBytes = rss.stop()
-  const otherCpu = noise?.stop()
+  const core = usage?.stop()
 
   target.rates.set(scenario.name, Math.max(target.rates.get(scenario.name) ?? 0, wrk.rps))
   if (target.pool && scenario.ids === 'fresh') recordCreated(target.pool, wrk, context)
@@ -102,7 +102,7 @@ async function runOnce(scenario: Scenario, target: Target, seconds: number, cont
       deleting,
       wrk.threads.map((t) => t.taken),
     )
-  return { wrk, rssBytes, otherCpu }
+  return { wrk, rssBytes, core }
 }
 
 function progressLine(
@@ -111,11 +111,12 @@ function progressLine(
   rounds: number,
   server: string,
   wrk: WrkResult,
-  otherCpu: number | undefined,
+  core: CoreShares | undefined,
 ): string {
   const errors = wrk.non2xx + wrk.socketErrors
   const warning = errors > 0 ? `  !! ${wrk.non2xx} non-2xx, ${wrk.socketErrors} socket errors` : ''
-  const other = otherCpu === undefined ? '' : `  other CPU ${(otherCpu * 100).toFixed(0)}%`
+  const percent = (share: number): string => `${(share * 100).toFixed(0)}%`
+  const other = core === undefined ? '' : `  core: server ${percent(core.server)}, other ${percent(core.other)}`
   return (
     `  ${scenario.name} ${round}/${rounds} ${server.padEnd(10)} ${Math.round(wrk.rps).toString().padStart(7)} req/s` +
     `  p50 ${wrk.p50Ms.toFixed(2)} ms  p99 ${wrk.p99Ms.toFixed(2)} ms${other}${warning}`
@@ -133,9 +134,9 @@ export async function runScenario(scenario: Scenario, targets: Target[], context
   for (let round = 1; round <= rounds; round++) {
     for (const target of targets) {
       await runOnce(scenario, target, warmup, context)
-      const { wrk, rssBytes, otherCpu } = await runOnce(scenario, target, duration, context)
-      context.log(progressLine(scenario, round, rounds, target.server.label, wrk, otherCpu))
-      measurements.push({ scenario: scenario.name, round, server: target.server.label, wrk, rssBytes, otherCpu })
+      const { wrk, rssBytes, core } = await runOnce(scenario, target, duration, context)
+      context.log(progressLine(scenario, round, rounds, target.server.label, wrk, core))
+      measurements.push({ scenario: scenario.name, round, server: target.server.label, wrk, rssBytes, core })
     }
   }
   return measurements

@@ -84,13 +84,16 @@ function serviceLine(): string {
   const dirty = git(['status', '--porcelain', '--', 'src']) === '' ? '' : ' with uncommitted changes in src/'
   return (
     `commit ${git(['rev-parse', '--short', 'HEAD'])}${dirty}, built to dist/ and run with node; ` +
-    'LOG_LEVEL=info with the logs sent to /dev/null'
+    `LOG_LEVEL=info with the logs sent to /dev/null; DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || '10 (default)'}`
   )
 }
 
 async function softwareLine(): Promise<string> {
   const parts = [`Node ${process.version}`, wrkVersion()]
-  if (POSTGRES_URL) parts.push(`${await postgresVersion(POSTGRES_URL)} (its processes not pinned, RSS not counted)`)
+  if (POSTGRES_URL) {
+    // Its processes run wherever the scheduler puts them: on the servers' core they count as "other".
+    parts.push(`${await postgresVersion(POSTGRES_URL)} (same machine, not pinned, its memory not in peak RSS)`)
+  }
   return parts.join(', ')
 }
 

@@ -19,12 +19,22 @@ function processJiffies(pid: number): number {
   return Number(fields[11]) + Number(fields[12])
 }
 
-/**
- * How much of the server's core other processes used during a run (0..1): the core's busy time minus the
- * server's own CPU time. On a shared machine this says how far a figure can be trusted; with PostgreSQL it
- * also counts the database's own processes when they land on that core.
- */
-export class CoreNoise {
+/** Shares of the server's core over a run, 0..1. */
+export interface CoreShares {
+  /**
+   * The server's own CPU time: near 1 means the server was the bottleneck; well below means something else was
+   * (the load generator, or waiting for the disk or the database).
+   */
+  server: number
+  /**
+   * Everything else busy on that core: other processes (on a shared machine, how far to trust a figure), the
+   * database's processes when they land there, kernel threads writing to disk.
+   */
+  other: number
+}
+
+/** How the server's core was used during a run, from /proc (the server is pinned there). */
+export class CoreUsage {
   private core = { busy: 0, total: 0 }
   private own = 0
 
@@ -38,11 +48,11 @@ export class CoreNoise {
     this.own = processJiffies(this.pid)
   }
 
-  stop(): number {
+  stop(): CoreShares {
     const core = coreJiffies(this.cpu)
-    const own = processJiffies(this.pid)
+    const own = processJiffies(this.pid) - this.own
     const elapsed = core.total - this.core.total
-    if (elapsed <= 0) return 0
-    return Math.max(0, core.busy - this.core.busy - (own - this.own)) / elapsed
+    if (elapsed <= 0) return { server: 0, other: 0 }
+    return { server: Math.min(1, own / elapsed), other: Math.max(0, core.busy - this.core.busy - own) / elapsed }
   }
 }
