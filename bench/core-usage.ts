@@ -19,13 +19,13 @@ function processJiffies(pid: number): number {
   return Number(fields[11]) + Number(fields[12])
 }
 
-/** Shares of the server's core over a run, 0..1. */
+/** How one core was used over a run, as shares 0..1. */
 export interface CoreShares {
   /**
-   * The server's own CPU time: near 1 means the server was the bottleneck; well below means something else was
-   * (the load generator, or waiting for the disk or the database).
+   * The process watched: the server (near 1 means it was the bottleneck; well below, it waited for the disk or
+   * the database, or the load generator could not keep up) or wrk.
    */
-  server: number
+  own: number
   /**
    * Everything else busy on that core: other processes (on a shared machine, how far to trust a figure), the
    * database's processes when they land there, kernel threads writing to disk.
@@ -33,26 +33,47 @@ export interface CoreShares {
   other: number
 }
 
-/** How the server's core was used during a run, from /proc (the server is pinned there). */
+/**
+ * How a core was used during a run, from /proc, for a process pinned there. The process's CPU time is sampled
+ * while it runs, so a process that exits at the end of the run (wrk) is still counted, all but its last 50 ms.
+ */
 export class CoreUsage {
   private core = { busy: 0, total: 0 }
+  private pid: number | undefined
+  private base = 0
   private own = 0
+  private timer: NodeJS.Timeout | undefined
 
-  constructor(
-    private readonly cpu: number,
-    private readonly pid: number,
-  ) {}
+  constructor(private readonly cpu: number) {}
 
   start(): void {
     this.core = coreJiffies(this.cpu)
-    this.own = processJiffies(this.pid)
+    this.timer = setInterval(() => this.sample(), 50)
+  }
+
+  /** Watches `pid` from now on; `fresh` for a process started after start(), so all its CPU time counts. */
+  watch(pid: number, fresh = false): void {
+    this.pid = pid
+    this.base = fresh ? 0 : processJiffies(pid)
+    this.own = 0
   }
 
   stop(): CoreShares {
+    clearInterval(this.timer)
+    this.sample()
     const core = coreJiffies(this.cpu)
-    const own = processJiffies(this.pid) - this.own
     const elapsed = core.total - this.core.total
-    if (elapsed <= 0) return { server: 0, other: 0 }
-    return { server: Math.min(1, own / elapsed), other: Math.max(0, core.busy - this.core.busy - own) / elapsed }
+    if (elapsed <= 0) return { own: 0, other: 0 }
+    const other = Math.max(0, core.busy - this.core.busy - this.own) / elapsed
+    return { own: Math.min(1, this.own / elapsed), other }
+  }
+
+  private sample(): void {
+    if (this.pid === undefined) return
+    try {
+      this.own = processJiffies(this.pid) - this.base
+    } catch {
+      // The process has exited: keep its last sample.
+    }
   }
 }

@@ -12,9 +12,18 @@ export interface Measurement {
   server: string
   wrk: WrkResult
   rssBytes: number
-  /** How the server's core was used during the run; undefined when not pinned. */
-  core: CoreShares | undefined
+  /** How the server's and wrk's cores were used during the run; undefined when not pinned. */
+  core: CoreReport | undefined
 }
+
+/** The server's core (own: the server) and the load generator's core (own: wrk). */
+export interface CoreReport {
+  server: CoreShares
+  load: CoreShares
+}
+
+/** Above this share of a core, other processes make a run's figures doubtful. */
+const BUSY_SHARE = 0.1
 
 export interface ReportContext {
   date: Date
@@ -40,15 +49,16 @@ interface Row {
   rssMiB: number
   non2xx: number
   socketErrors: number
-  /** Medians of the server's and the others' shares of the server's core, in percent; undefined when not pinned. */
+  /** Medians in percent: the server's share of its core, other processes' shares of that core and of wrk's. */
   serverCpuPct: number | undefined
   otherCpuPct: number | undefined
+  loadOtherPct: number | undefined
   ratios: number[]
 }
 
-function corePct(measurements: Measurement[], key: keyof CoreShares): number | undefined {
+function corePct(measurements: Measurement[], share: (core: CoreReport) => number): number | undefined {
   if (measurements.some((m) => m.core === undefined)) return undefined
-  return median(measurements.map((m) => (m.core?.[key] ?? 0) * 100))
+  return median(measurements.map((m) => (m.core ? share(m.core) : 0) * 100))
 }
 
 function rowFor(measurements: Measurement[], server: string): Row | undefined {
@@ -66,8 +76,9 @@ function rowFor(measurements: Measurement[], server: string): Row | undefined {
     rssMiB: median(own.map((m) => m.rssBytes / 2 ** 20)),
     non2xx: own.reduce((sum, m) => sum + m.wrk.non2xx, 0),
     socketErrors: own.reduce((sum, m) => sum + m.wrk.socketErrors, 0),
-    serverCpuPct: corePct(own, 'server'),
-    otherCpuPct: corePct(own, 'other'),
+    serverCpuPct: corePct(own, (core) => core.server.own),
+    otherCpuPct: corePct(own, (core) => core.server.other),
+    loadOtherPct: corePct(own, (core) => core.load.other),
     ratios,
   }
 }
@@ -97,11 +108,11 @@ function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
   const lines = [
     `### ${scenario.name}: ${scenario.description}`,
     '',
-    '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | core: server / other | req/s vs reference: median (min–max) |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | server core: own / other | wrk core: other | req/s vs reference: median (min–max) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
     ...rows.map(
       (r) =>
-        `| ${r.server} | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.serverCpuPct)} / ${pct(r.otherCpuPct)} | ${ratioText(r)} |`,
+        `| ${r.server} | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.serverCpuPct)} / ${pct(r.otherCpuPct)} | ${pct(r.loadOtherPct)} | ${ratioText(r)} |`,
     ),
     '',
   ]
@@ -124,6 +135,18 @@ function backendLines(context: ReportContext): string[] {
     })
 }
 
+/** Measured runs during which other processes took more than BUSY_SHARE of a core the benchmark used. */
+export function busyLines(measurements: Measurement[]): string[] {
+  const percent = (share: number): string => `${(share * 100).toFixed(0)}%`
+  return measurements
+    .filter((m) => m.core && (m.core.server.other > BUSY_SHARE || m.core.load.other > BUSY_SHARE))
+    .map(
+      (m) =>
+        `${m.scenario} round ${m.round} ${m.server}: others took ${percent(m.core?.server.other ?? 0)} of the ` +
+        `server's core and ${percent(m.core?.load.other ?? 0)} of wrk's`,
+    )
+}
+
 /** Every measured run that had errors, one line each (empty when clean). */
 export function errorLines(measurements: Measurement[]): string[] {
   return measurements
@@ -133,6 +156,17 @@ export function errorLines(measurements: Measurement[]): string[] {
         `${m.scenario} round ${m.round} ${m.server}: ${m.wrk.non2xx} non-2xx of ${m.wrk.requests} responses, ` +
         `${m.wrk.socketErrors} socket errors`,
     )
+}
+
+function busyNotes(measurements: Measurement[]): string[] {
+  const busy = busyLines(measurements)
+  if (busy.length === 0)
+    return ['- The machine was quiet: no other process took more than 10% of either core in any measured run.']
+  return [
+    `- Busy machine: in ${busy.length} of ${measurements.length} measured runs other processes took more than 10% of a ` +
+      "core (with a database on the same machine, its own work on the server's core counts here too):",
+    ...busy.map((line) => `  - ${line}`),
+  ]
 }
 
 export function markdownReport(context: ReportContext): string {
@@ -145,9 +179,10 @@ export function markdownReport(context: ReportContext): string {
     'service is as fast as bare node:http), with the lowest and highest round in brackets.',
     '',
     "Columns: p50 and p99 are latency percentiles from wrk; peak RSS is the server process's highest resident",
-    'memory during the measured run; "core: server / other" is the share of the servers\' CPU the server process',
-    'used (near 100%: the server is the bottleneck; lower: it waits for the disk or the database) and the share',
-    'everything else used (other processes, the database, kernel threads writing to disk); errors counts',
+    'memory during the measured run; "server core: own / other" is the share of the servers\' CPU the server',
+    'process used (near 100%: the server is the bottleneck; lower: it waited for the disk or the database, or wrk',
+    'could not keep up) and the share everything else used (other processes, the database, kernel threads',
+    'writing to disk); "wrk core: other" is what else ran on the load generator\'s CPU; errors counts',
     'responses of 400 and above plus socket errors, and any error makes `npm run bench` exit 1.',
     '',
     `- Date: ${context.date.toISOString()}`,
@@ -172,6 +207,7 @@ export function markdownReport(context: ReportContext): string {
     '## Notes',
     '',
     ...context.notes.map((note) => `- ${note}`),
+    ...busyNotes(context.measurements),
     '',
   ].join('\n')
 }
@@ -185,8 +221,9 @@ export function textTable(context: ReportContext): string {
     'p50 ms',
     'p99 ms',
     'RSS MiB',
-    'core',
-    'other',
+    'srv core',
+    'srv other',
+    'wrk other',
     'errors',
     'vs reference',
   ]
@@ -200,12 +237,13 @@ export function textTable(context: ReportContext): string {
       r.rssMiB.toFixed(0),
       pct(r.serverCpuPct),
       pct(r.otherCpuPct),
+      pct(r.loadOtherPct),
       r.non2xx + r.socketErrors === 0 ? '0' : `${int(r.non2xx + r.socketErrors)} !!`,
       r.server === REFERENCE ? '' : ratioText(r),
     ]),
   )
   const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => (row[i] ?? '').length)))
   const line = (row: string[]): string =>
-    row.map((cell, i) => (i < 2 || i === 9 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ')
+    row.map((cell, i) => (i < 2 || i === 10 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ')
   return [line(header), ...rows.map(line)].join('\n').replace(/ +$/gm, '')
 }

@@ -1,7 +1,7 @@
 import { BLOCK_SIZE, IdPool, formatRanges, type IdBlocks, type IdRange } from './id-pool.js'
 import type { BenchOptions } from './options.js'
-import type { Measurement } from './report.js'
-import { CoreUsage, type CoreShares } from './core-usage.js'
+import type { CoreReport, Measurement } from './report.js'
+import { CoreUsage } from './core-usage.js'
 import { PeakRss } from './rss.js'
 import { LIST_PATH, type Scenario } from './scenarios.js'
 import { seedRange } from './seed.js'
@@ -80,20 +80,27 @@ async function runOnce(scenario: Scenario, target: Target, seconds: number, cont
   if (deleting) env.PLANTSTORE_BENCH_DELETE_RANGES = formatRanges(deleting)
 
   const rss = new PeakRss(target.server.pid)
-  const usage = context.serverCpu === undefined ? undefined : new CoreUsage(context.serverCpu, target.server.pid)
+  const pinned = context.serverCpu !== undefined && context.loadCpu !== undefined
+  const serverCore = pinned ? new CoreUsage(context.serverCpu as number) : undefined
+  const loadCore = pinned ? new CoreUsage(context.loadCpu as number) : undefined
+  serverCore?.watch(target.server.pid)
   rss.start()
-  usage?.start()
-  const wrk = await runWrk({
-    url: target.server.url,
-    lua: scenario.lua,
-    seconds,
-    connections: options.connections,
-    threads: options.threads,
-    cpu: context.loadCpu,
-    env,
-  })
+  serverCore?.start()
+  loadCore?.start()
+  const wrk = await runWrk(
+    {
+      url: target.server.url,
+      lua: scenario.lua,
+      seconds,
+      connections: options.connections,
+      threads: options.threads,
+      cpu: context.loadCpu,
+      env,
+    },
+    (pid) => loadCore?.watch(pid, true),
+  )
   const rssBytes = rss.stop()
-  const core = usage?.stop()
+  const core: CoreReport | undefined = serverCore && loadCore && { server: serverCore.stop(), load: loadCore.stop() }
 
   target.rates.set(scenario.name, Math.max(target.rates.get(scenario.name) ?? 0, wrk.rps))
   if (target.pool && scenario.ids === 'fresh') recordCreated(target.pool, wrk, context)
@@ -111,12 +118,16 @@ function progressLine(
   rounds: number,
   server: string,
   wrk: WrkResult,
-  core: CoreShares | undefined,
+  core: CoreReport | undefined,
 ): string {
   const errors = wrk.non2xx + wrk.socketErrors
   const warning = errors > 0 ? `  !! ${wrk.non2xx} non-2xx, ${wrk.socketErrors} socket errors` : ''
   const percent = (share: number): string => `${(share * 100).toFixed(0)}%`
-  const other = core === undefined ? '' : `  core: server ${percent(core.server)}, other ${percent(core.other)}`
+  const other =
+    core === undefined
+      ? ''
+      : `  server core: own ${percent(core.server.own)} other ${percent(core.server.other)};` +
+        ` wrk core: other ${percent(core.load.other)}`
   return (
     `  ${scenario.name} ${round}/${rounds} ${server.padEnd(10)} ${Math.round(wrk.rps).toString().padStart(7)} req/s` +
     `  p50 ${wrk.p50Ms.toFixed(2)} ms  p99 ${wrk.p99Ms.toFixed(2)} ms${other}${warning}`

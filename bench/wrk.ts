@@ -68,8 +68,8 @@ function parseResult(stdout: string): WrkResult {
   }
 }
 
-/** Runs wrk once with a scenario script and returns its measurements. */
-export function runWrk(request: WrkRequest): Promise<WrkResult> {
+/** Runs wrk once with a scenario script and returns its measurements; `onSpawn` gets wrk's pid. */
+export function runWrk(request: WrkRequest, onSpawn?: (pid: number) => void): Promise<WrkResult> {
   const args = [
     `-t${request.threads}`,
     `-c${request.connections}`,
@@ -87,6 +87,8 @@ export function runWrk(request: WrkRequest): Promise<WrkResult> {
       env: { ...process.env, ...request.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
+    // taskset execs wrk, so this pid is wrk's own.
+    if (child.pid !== undefined) onSpawn?.(child.pid)
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
