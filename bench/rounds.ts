@@ -49,9 +49,10 @@ async function existingIds(target: Target, seconds: number, context: RoundsConte
   if (pool.size < needed) {
     const start = context.blocks.take()
     const range = { start, end: start + needed - pool.size }
-    const rate = await seedRange(target.server.url, context.token, range)
+    const seeded = await seedRange(target.server.url, context.token, range)
+    target.seededToDelete += range.end - range.start
     context.log(
-      `  seeded ${range.end - range.start} plants to delete on ${target.server.label} at ${Math.round(rate)}/s`,
+      `  seeded ${range.end - range.start} plants to delete on ${target.server.label} at ${Math.round(seeded)}/s`,
     )
     pool.add(range)
   }
