@@ -99,6 +99,7 @@ async function softwareLine(): Promise<string> {
 
 async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup): Promise<number> {
   const loadBefore = os.loadavg()[0] ?? 0
+  const service = serviceLine() // at the start: the code measured, whatever is committed meanwhile
   const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-'))
   cleanup.add('remove temp folder', () => rmSync(tmpDir, { recursive: true, force: true }))
   const token = randomBytes(32).toString('base64url')
@@ -135,7 +136,7 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     machine: machineSummary(),
     software: await softwareLine(),
     pinning: pinning.note,
-    service: serviceLine(),
+    service,
     scenarios: options.scenarios,
     servers: targets.map((t) => t.server.label),
     measurements,
