@@ -1,0 +1,250 @@
+import type { CoreShares } from './core-usage.js'
+import type { Scenario } from './scenarios.js'
+import { max, median, min } from './stats.js'
+import type { WrkResult } from './wrk.js'
+
+export const REFERENCE = 'reference'
+
+/** One measured (not warm-up) run. */
+export interface Measurement {
+  scenario: string
+  round: number
+  server: string
+  wrk: WrkResult
+  rssBytes: number
+  /** How the server's and wrk's cores were used during the run; undefined when not pinned. */
+  core: CoreReport | undefined
+}
+
+/** The server's core (own: the server) and the load generator's core (own: wrk). */
+export interface CoreReport {
+  server: CoreShares
+  load: CoreShares
+}
+
+/** Above this share of a core, other processes make a run's figures doubtful. */
+const BUSY_SHARE = 0.1
+
+export interface ReportContext {
+  date: Date
+  command: string
+  mode: string
+  machine: string
+  software: string
+  pinning: string
+  service: string
+  scenarios: Scenario[]
+  /** Server labels in run order, reference first. */
+  servers: string[]
+  measurements: Measurement[]
+  notes: string[]
+}
+
+/** Medians across rounds for one server in one scenario, and its per-round ratios to the reference. */
+interface Row {
+  server: string
+  rps: number
+  p50Ms: number
+  p99Ms: number
+  rssMiB: number
+  non2xx: number
+  socketErrors: number
+  /** Medians in percent: the server's share of its core, other processes' shares of that core and of wrk's. */
+  serverCpuPct: number | undefined
+  otherCpuPct: number | undefined
+  loadOtherPct: number | undefined
+  ratios: number[]
+}
+
+function corePct(measurements: Measurement[], share: (core: CoreReport) => number): number | undefined {
+  if (measurements.some((m) => m.core === undefined)) return undefined
+  return median(measurements.map((m) => (m.core ? share(m.core) : 0) * 100))
+}
+
+function rowFor(measurements: Measurement[], server: string): Row | undefined {
+  const own = measurements.filter((m) => m.server === server)
+  if (own.length === 0) return undefined
+  const ratios = own.flatMap((m) => {
+    const reference = measurements.find((r) => r.server === REFERENCE && r.round === m.round)
+    return server === REFERENCE || reference === undefined ? [] : [m.wrk.rps / reference.wrk.rps]
+  })
+  return {
+    server,
+    rps: median(own.map((m) => m.wrk.rps)),
+    p50Ms: median(own.map((m) => m.wrk.p50Ms)),
+    p99Ms: median(own.map((m) => m.wrk.p99Ms)),
+    rssMiB: median(own.map((m) => m.rssBytes / 2 ** 20)),
+    non2xx: own.reduce((sum, m) => sum + m.wrk.non2xx, 0),
+    socketErrors: own.reduce((sum, m) => sum + m.wrk.socketErrors, 0),
+    serverCpuPct: corePct(own, (core) => core.server.own),
+    otherCpuPct: corePct(own, (core) => core.server.other),
+    loadOtherPct: corePct(own, (core) => core.load.other),
+    ratios,
+  }
+}
+
+function rowsFor(context: ReportContext, scenario: Scenario): Row[] {
+  const measurements = context.measurements.filter((m) => m.scenario === scenario.name)
+  return context.servers.flatMap((server) => rowFor(measurements, server) ?? [])
+}
+
+const int = (n: number): string => Math.round(n).toLocaleString('en-US')
+const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n.toFixed(1))
+const ratio = (r: number): string => r.toFixed(2)
+const pct = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n.toFixed(0)}%`)
+
+function ratioText(row: Row): string {
+  if (row.ratios.length === 0) return row.server === REFERENCE ? '1.00 (itself)' : 'n/a'
+  return `${ratio(median(row.ratios))} (${ratio(min(row.ratios))}–${ratio(max(row.ratios))})`
+}
+
+function errorText(row: Row): string {
+  if (row.non2xx === 0 && row.socketErrors === 0) return '0'
+  return `**${int(row.non2xx)} non-2xx, ${int(row.socketErrors)} socket**`
+}
+
+function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
+  const rows = rowsFor(context, scenario)
+  const lines = [
+    `### ${scenario.name}: ${scenario.description}`,
+    '',
+    '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | server core: own / other | wrk core: other | req/s vs reference: median (min–max) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    ...rows.map(
+      (r) =>
+        `| ${r.server} | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.serverCpuPct)} / ${pct(r.otherCpuPct)} | ${pct(r.loadOtherPct)} | ${ratioText(r)} |`,
+    ),
+    '',
+  ]
+  for (const row of rows.filter((r) => r.ratios.length > 0)) {
+    lines.push(`${row.server} per round: ${row.ratios.map(ratio).join(', ')}`, '')
+  }
+  return lines
+}
+
+/** "SQLite: get 0.41 (0.39–0.44), post …": a line per backend. */
+function backendLines(context: ReportContext): string[] {
+  return context.servers
+    .filter((server) => server !== REFERENCE)
+    .map((server) => {
+      const parts = context.scenarios.flatMap((scenario) => {
+        const row = rowsFor(context, scenario).find((r) => r.server === server)
+        return row ? [`${scenario.name} ${ratioText(row)}`] : []
+      })
+      return `- **${server}**: ${parts.join(', ')}`
+    })
+}
+
+/** Measured runs during which other processes took more than BUSY_SHARE of a core the benchmark used. */
+export function busyLines(measurements: Measurement[]): string[] {
+  const percent = (share: number): string => `${(share * 100).toFixed(0)}%`
+  return measurements
+    .filter((m) => m.core && (m.core.server.other > BUSY_SHARE || m.core.load.other > BUSY_SHARE))
+    .map(
+      (m) =>
+        `${m.scenario} round ${m.round} ${m.server}: others took ${percent(m.core?.server.other ?? 0)} of the ` +
+        `server's core and ${percent(m.core?.load.other ?? 0)} of wrk's`,
+    )
+}
+
+/** Every measured run that had errors, one line each (empty when clean). */
+export function errorLines(measurements: Measurement[]): string[] {
+  return measurements
+    .filter((m) => m.wrk.non2xx > 0 || m.wrk.socketErrors > 0)
+    .map(
+      (m) =>
+        `${m.scenario} round ${m.round} ${m.server}: ${m.wrk.non2xx} non-2xx of ${m.wrk.requests} responses, ` +
+        `${m.wrk.socketErrors} socket errors`,
+    )
+}
+
+function busyNotes(measurements: Measurement[]): string[] {
+  const busy = busyLines(measurements)
+  if (busy.length === 0)
+    return ['- The machine was quiet: no other process took more than 10% of either core in any measured run.']
+  return [
+    `- Busy machine: in ${busy.length} of ${measurements.length} measured runs other processes took more than 10% of ` +
+      'a core. A database on the same machine counts there too (PostgreSQL is not pinned; its processes mostly ' +
+      "land on wrk's core), so for its rows such shares are expected; for the reference and SQLite they are noise:",
+    ...busy.map((line) => `  - ${line}`),
+  ]
+}
+
+export function markdownReport(context: ReportContext): string {
+  const errors = errorLines(context.measurements)
+  return [
+    '# Benchmark results',
+    '',
+    'Written by `npm run bench` (bench/run.ts). Figures are medians across rounds; "vs reference" is the median',
+    "of per-round ratios, service req/s over the reference server's req/s in the same round (1.00 would mean the",
+    'service is as fast as bare node:http), with the lowest and highest round in brackets.',
+    '',
+    "Columns: p50 and p99 are latency percentiles from wrk; peak RSS is the server process's highest resident",
+    'memory during the measured run; "server core: own / other" is the share of the servers\' CPU the server',
+    'process used (near 100%: the server is the bottleneck; lower: it waited for the disk or the database, or wrk',
+    'could not keep up) and the share everything else used (other processes, the database, kernel threads',
+    'writing to disk); "wrk core: other" is what else ran on the load generator\'s CPU; errors counts',
+    'responses of 400 and above plus socket errors, and any error makes `npm run bench` exit 1.',
+    '',
+    `- Date: ${context.date.toISOString()}`,
+    `- Command: \`${context.command}\``,
+    `- Mode: ${context.mode}`,
+    `- Machine: ${context.machine}`,
+    `- Software: ${context.software}`,
+    `- Pinning: ${context.pinning}`,
+    `- Service: ${context.service}`,
+    '',
+    '## Service vs reference (req/s ratio per backend)',
+    '',
+    ...backendLines(context),
+    '',
+    '## Scenarios',
+    '',
+    ...context.scenarios.flatMap((scenario) => scenarioSection(context, scenario)),
+    '## Errors',
+    '',
+    ...(errors.length === 0 ? ['None: every response was 2xx.'] : errors.map((line) => `- **${line}**`)),
+    '',
+    '## Notes',
+    '',
+    ...context.notes.map((note) => `- ${note}`),
+    ...busyNotes(context.measurements),
+    '',
+  ].join('\n')
+}
+
+/** The compact table for the terminal. */
+export function textTable(context: ReportContext): string {
+  const header = [
+    'scenario',
+    'server',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'RSS MiB',
+    'srv core',
+    'srv other',
+    'wrk other',
+    'errors',
+    'vs reference',
+  ]
+  const rows = context.scenarios.flatMap((scenario) =>
+    rowsFor(context, scenario).map((r) => [
+      scenario.name,
+      r.server,
+      int(r.rps),
+      ms(r.p50Ms),
+      ms(r.p99Ms),
+      r.rssMiB.toFixed(0),
+      pct(r.serverCpuPct),
+      pct(r.otherCpuPct),
+      pct(r.loadOtherPct),
+      r.non2xx + r.socketErrors === 0 ? '0' : `${int(r.non2xx + r.socketErrors)} !!`,
+      r.server === REFERENCE ? '' : ratioText(r),
+    ]),
+  )
+  const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => (row[i] ?? '').length)))
+  const line = (row: string[]): string =>
+    row.map((cell, i) => (i < 2 || i === 10 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ')
+  return [line(header), ...rows.map(line)].join('\n').replace(/ +$/gm, '')
+}

@@ -1,0 +1,142 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
+import { createServer } from 'node:net'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import ts from 'typescript'
+import type { Cleanup } from './cleanup.js'
+import { pinned } from './machine.js'
+
+const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
+export const REPO_DIR = path.dirname(BENCH_DIR)
+
+export interface Server {
+  /** 'reference', 'SQLite', 'PostgreSQL': the report's row names. */
+  label: string
+  url: string
+  pid: number
+  stop(): Promise<void>
+}
+
+/** What every server start needs from the harness. */
+export interface ServerContext {
+  token: string
+  cpu: number | undefined
+  tmpDir: string
+  cleanup: Cleanup
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer()
+    probe.once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address()
+      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))))
+    })
+  })
+}
+
+function statusOf(url: string, token: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = request(`${url}/plants?limit=1`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
+      res.resume()
+      resolve(res.statusCode ?? 0)
+    })
+    req.once('error', () => resolve(0))
+    req.end()
+  })
+}
+
+/**
+ * Ready means an authenticated request succeeds, not merely listening: the service creates the bootstrap token
+ * only after it listens.
+ */
+async function waitReady(child: ChildProcess, url: string, token: string, label: string, logFile: string) {
+  const deadline = Date.now() + 30_000
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new Error(`${label} exited with ${child.exitCode} at start:\n${readFileSync(logFile, 'utf8').trim()}`)
+    }
+    if ((await statusOf(url, token)) === 200) return
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  throw new Error(`${label} was not ready within 30 s (stderr in ${logFile})`)
+}
+
+function stopper(child: ChildProcess): () => Promise<void> {
+  return () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve()
+      const kill = setTimeout(() => child.kill('SIGKILL'), 10_000)
+      child.once('exit', () => {
+        clearTimeout(kill)
+        resolve()
+      })
+      child.kill('SIGTERM')
+    })
+}
+
+/**
+ * Starts a server process pinned to the servers' core. Its stdout (the service's request logs: the benchmark
+ * measures with logging on) goes to /dev/null; stderr goes to a file, read only to explain a failed start.
+ */
+async function startProcess(
+  label: string,
+  args: (port: number) => string[],
+  env: Record<string, string>,
+  context: ServerContext,
+) {
+  const port = await freePort()
+  const logFile = path.join(context.tmpDir, `${label.toLowerCase()}.stderr.log`)
+  const stderr = openSync(logFile, 'w')
+  const [command, commandArgs] = pinned(context.cpu, process.execPath, args(port))
+  const child = spawn(command, commandArgs, {
+    cwd: REPO_DIR,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', stderr],
+  })
+  closeSync(stderr)
+  context.cleanup.track(child)
+  const stop = stopper(child)
+  context.cleanup.add(`stop ${label}`, stop)
+  const url = `http://127.0.0.1:${port}`
+  await waitReady(child, url, context.token, label, logFile)
+  return { label, url, pid: child.pid as number, stop }
+}
+
+/** Compiles reference-server.ts to plain JavaScript in the temp folder (types only: one file, no imports). */
+function compileReference(tmpDir: string): string {
+  const source = readFileSync(path.join(BENCH_DIR, 'reference-server.ts'), 'utf8')
+  const output = ts.transpileModule(source, {
+    compilerOptions: { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 },
+  })
+  const file = path.join(tmpDir, 'reference-server.mjs')
+  writeFileSync(file, output.outputText)
+  return file
+}
+
+export function startReference(listBody: string, context: ServerContext): Promise<Server> {
+  const script = compileReference(context.tmpDir)
+  return startProcess(
+    'reference',
+    (port) => [script, String(port)],
+    {
+      PLANTSTORE_BENCH_TOKEN: context.token,
+      PLANTSTORE_BENCH_LIST_BODY: listBody,
+    },
+    context,
+  )
+}
+
+/** Starts the built service (dist/) on a database URL; its first start creates the bench token. */
+export function startService(label: string, databaseUrl: string, context: ServerContext): Promise<Server> {
+  const main = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
+  return startProcess(
+    label,
+    (port) => [main, 'serve', '--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
+    { LOG_LEVEL: 'info', PLANTSTORE_BOOTSTRAP_TOKEN: context.token },
+    context,
+  )
+}
