@@ -7,11 +7,6 @@ export interface BenchSchema {
   drop(): Promise<void>
 }
 
-/** The URL without its password, for the report and messages. */
-export function redactPassword(url: string): string {
-  return url.replace(/^([a-z]+:\/\/[^:/@]+):[^@]*@/i, '$1:***@')
-}
-
 /**
  * Creates a fresh schema for this run, so the service starts on an empty store (and makes its bootstrap token)
  * without touching anything else in the database; drop() removes it with everything the run stored.

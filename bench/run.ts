@@ -12,7 +12,8 @@ import { IdBlocks, IdPool } from './id-pool.js'
 import { detectPinning, machineSummary, pinSelf, requireWrk, wrkVersion, type Pinning } from './machine.js'
 import { HELP, parseOptions, type BenchOptions } from './options.js'
 import { listBody } from './plants.js'
-import { createBenchSchema, postgresVersion, redactPassword } from './postgres.js'
+import { redactUrl } from '../src/redact.js'
+import { createBenchSchema, postgresVersion } from './postgres.js'
 import { errorLines, markdownReport, REFERENCE, textTable, type Measurement } from './report.js'
 import { runScenario, type RoundsContext, type Target } from './rounds.js'
 import { LIST_PATH } from './scenarios.js'
@@ -37,7 +38,7 @@ async function startTargets(context: ServerContext): Promise<Target[]> {
   if (POSTGRES_URL !== undefined && POSTGRES_URL !== '') {
     const schema = await createBenchSchema(POSTGRES_URL)
     context.cleanup.add(`drop schema ${schema.name}`, schema.drop)
-    log(`PostgreSQL: schema ${schema.name} at ${redactPassword(POSTGRES_URL)}`)
+    log(`PostgreSQL: schema ${schema.name} at ${redactUrl(POSTGRES_URL)}`)
     targets.push(newTarget(await startService('PostgreSQL', schema.databaseUrl, context), true))
   }
   return targets
@@ -65,7 +66,7 @@ async function seedServices(targets: Target[], options: BenchOptions, token: str
 
 function commandLine(options: BenchOptions): string {
   const args = options.args.join(' ')
-  const prefix = POSTGRES_URL ? `PLANTSTORE_BENCH_POSTGRES_URL=${redactPassword(POSTGRES_URL)} ` : ''
+  const prefix = POSTGRES_URL ? `PLANTSTORE_BENCH_POSTGRES_URL=${redactUrl(POSTGRES_URL)} ` : ''
   if (process.env.npm_lifecycle_event === 'bench') return `${prefix}npm run bench${args ? ` -- ${args}` : ''}`
   return `${prefix}node --import tsx bench/run.ts ${args}`.trim()
 }

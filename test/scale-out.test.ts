@@ -184,7 +184,7 @@ for (const backend of backends) {
       assert.equal(rows.length, 1, result.stdout)
       assert.match(rows[0]!, /^tok_[0-9a-f]{16}\s+default\s+plants:read,plants:write\s+active\s.*bootstrap/)
       for (const server of [a, b]) {
-        // A start that lost the race would print its error here (and, having listened, keep running).
+        // A start that lost the race would print its error here and exit.
         assert.equal(server.stderr, '')
         assert.equal(server.process.exitCode, null)
         assert.equal(server.process.signalCode, null)

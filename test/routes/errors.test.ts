@@ -122,6 +122,27 @@ if (POSTGRES_URL !== undefined)
       assert.equal((await post(1)).statusCode, 200)
     })
 
+    test('answers 503 after the default 5 s lock timeout instead of waiting forever on a held lock', async () => {
+      const plain = await openStorage(database.url)
+      const plainApp = await buildApp({ storage: plain })
+      try {
+        await admin.begin(async (tx) => {
+          await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
+          const busy = await plainApp.inject({
+            method: 'POST',
+            url: '/plants',
+            headers: { ...headers, 'content-type': 'application/json' },
+            payload: '{"id": 3, "name": "x"}',
+          })
+          assert.equal(busy.statusCode, 503)
+          assert.equal(busy.headers['retry-after'], '1')
+        })
+      } finally {
+        await plainApp.close()
+        await plain.close()
+      }
+    })
+
     test('answers 503 while the database cannot be reached, then recovers without a restart', async () => {
       await proxy.cut()
       const down = await post(2)

@@ -16,6 +16,9 @@ export type Query = Sql | TransactionSql
  */
 const ONE_QUERY_PER_CONNECTION = { max_pipeline: 1 }
 
+/** How long a statement waits for a lock before failing with 55P03 (answered 503). */
+export const LOCK_TIMEOUT_MS = 5000
+
 /** A lazily connecting pool of at most `poolSize` connections; other URL query parameters (search_path, sslmode, statement_timeout...) reach the server. */
 export function connect(url: string, poolSize: number): Sql {
   return postgres(url, {
@@ -26,6 +29,8 @@ export function connect(url: string, poolSize: number): Sql {
     types: { bigint: postgres.BigInt },
     // CREATE ... IF NOT EXISTS notices would otherwise go to console.log.
     onnotice: () => {},
-    connection: { application_name: 'plantstore' },
+    // A write waiting on a lock gives up after 5 s (503), like SQLite's busy timeout, instead of PostgreSQL's
+    // default of waiting forever. The URL's query string may set another value.
+    connection: { application_name: 'plantstore', lock_timeout: LOCK_TIMEOUT_MS },
   })
 }

@@ -8,6 +8,7 @@ import {
   type StoredPlant,
   type TokenRecord,
 } from '../types.js'
+import { StorageUnavailableError } from '../../errors.js'
 import { guard } from './errors.js'
 import { connect, type Query, type Sql, type TransactionSql } from './client.js'
 import { migrate, pendingMigrations } from './migrations.js'
@@ -62,6 +63,8 @@ async function insertToken(sql: TransactionSql, token: NewToken): Promise<TokenR
 }
 
 const SERIALIZATION_FAILURE = '40001'
+// Retries of a statement pair that lost a race; contention that outlasts them is answered 503.
+const MAX_ATTEMPTS = 10
 
 /** Storage on PostgreSQL (or an engine speaking its protocol) through a pool of the `postgres` client. */
 export class PostgresStorage implements Storage {
@@ -94,13 +97,14 @@ export class PostgresStorage implements Storage {
     const sql = this.#sql
     return guard(async () => {
       // A delete can slip between the two statements; then the id is free again and the insert is retried.
-      for (;;) {
+      for (let attempt = 1; ; attempt++) {
         const inserted = await sql`INSERT INTO plants (account_id, id, name, tag)
           VALUES (${accountId}, ${plant.id}, ${plant.name}, ${plant.tag}) ON CONFLICT DO NOTHING`
         if (inserted.count === 1) return 'created'
         const [existing] = await sql<{ name: string; tag: string | null }[]>`SELECT name, tag FROM plants
           WHERE account_id = ${accountId} AND id = ${plant.id}`
-        if (existing === undefined) continue
+        if (existing === undefined && attempt < MAX_ATTEMPTS) continue
+        if (existing === undefined) throw new StorageUnavailableError(new Error('plant kept vanishing during create'))
         return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
       }
     })
@@ -139,14 +143,15 @@ export class PostgresStorage implements Storage {
     // SERIALIZABLE makes count-then-insert atomic without locks: of two instances seeing an empty
     // table at once, one commit fails with 40001 and its retry then sees the other's token.
     return guard(async () => {
-      for (;;) {
+      for (let attempt = 1; ; attempt++) {
         try {
           return await this.#sql.begin('isolation level serializable', async (tx) => {
             const [row] = await tx<{ found: boolean }[]>`SELECT EXISTS (SELECT 1 FROM tokens) AS found`
             return row!.found ? undefined : insertToken(tx, token)
           })
         } catch (err) {
-          if ((err as { code?: unknown }).code !== SERIALIZATION_FAILURE) throw err
+          // After MAX_ATTEMPTS the 40001 itself is thrown: guard turns it into 503.
+          if ((err as { code?: unknown }).code !== SERIALIZATION_FAILURE || attempt >= MAX_ATTEMPTS) throw err
         }
       }
     })

@@ -53,6 +53,8 @@ async function appliedVersions(sql: Query): Promise<Set<number>> {
 export async function migrate(sql: Sql): Promise<number[]> {
   if ((await pendingMigrations(sql)).length === 0) return []
   return sql.begin(async (tx) => {
+    // Instances starting together wait for the one migrating, however long it takes.
+    await tx`SET LOCAL lock_timeout = 0`
     await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY,
