@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, describe, test } from 'node:test'
-import { backends, POSTGRES_URL, type TestDatabase } from '../helpers/backends.js'
-import { cleanup, http, runCli, startServer, type CliResult } from '../helpers/server-process.js'
+import { backends, type TestDatabase } from '../helpers/backends.js'
+import { cleanup, http, runCli, startServer, tempDatabase, type CliResult } from '../helpers/server-process.js'
 
 after(cleanup)
 
@@ -78,23 +78,42 @@ describe('plantstore migrate --help', () => {
   })
 })
 
-if (POSTGRES_URL !== undefined) {
-  describe('plantstore with an unreachable PostgreSQL', { concurrency: true }, () => {
-    // Nothing listens on port 1; the password must not reach the error line.
-    const unreachable = 'postgres://user:secretpw@127.0.0.1:1/x'
-    for (const args of [
-      ['serve', '--port', '0', '--host', '127.0.0.1', '--database', unreachable],
-      ['migrate', '--database', unreachable],
-    ]) {
-      test(`plantstore ${args[0]} exits 1 within 10 s with one line naming DATABASE_URL, without the password`, async () => {
-        const started = Date.now()
-        const result = await runCli(args, {}, 10_000)
-        assert.ok(Date.now() - started < 10_000)
-        const line = assertConfigError(result, 'DATABASE_URL')
-        assert.ok(!line.includes('secretpw'), line)
-        assert.ok(!result.stdout.includes('secretpw'), result.stdout)
-        assert.doesNotMatch(result.stdout, /Server listening/)
-      })
-    }
+describe('plantstore migrate, invalid usage', () => {
+  test('exits 1 with one line naming an unknown flag', async () => {
+    const result = await runCli(['migrate', '--bogus'])
+    assert.equal(result.code, 1)
+    assert.equal(result.stdout, '')
+    assert.match(result.stderr, /^plantstore: .*--bogus.*\n$/)
   })
-}
+
+  test('tokens list exits 1 naming DATABASE_MIGRATE_ON_START on an unmigrated database it may not migrate', async () => {
+    const result = await runCli(['tokens', 'list', '--database', tempDatabase()], {
+      DATABASE_MIGRATE_ON_START: 'false',
+    })
+    assert.match(assertConfigError(result, 'DATABASE_MIGRATE_ON_START'), /plantstore migrate/)
+  })
+
+  test('exits 1 naming DATABASE_URL for a URL of an unknown kind', async () => {
+    assertConfigError(await runCli(['migrate', '--database', 'mysql://db/x']), 'DATABASE_URL')
+  })
+})
+
+// Needs no server: nothing listens on port 1.
+describe('plantstore with an unreachable PostgreSQL', { concurrency: true }, () => {
+  // Nothing listens on port 1; the password must not reach the error line.
+  const unreachable = 'postgres://user:secretpw@127.0.0.1:1/x'
+  for (const args of [
+    ['serve', '--port', '0', '--host', '127.0.0.1', '--database', unreachable],
+    ['migrate', '--database', unreachable],
+  ]) {
+    test(`plantstore ${args[0]} exits 1 within 10 s with one line naming DATABASE_URL, without the password`, async () => {
+      const started = Date.now()
+      const result = await runCli(args, {}, 10_000)
+      assert.ok(Date.now() - started < 10_000)
+      const line = assertConfigError(result, 'DATABASE_URL')
+      assert.ok(!line.includes('secretpw'), line)
+      assert.ok(!result.stdout.includes('secretpw'), result.stdout)
+      assert.doesNotMatch(result.stdout, /Server listening/)
+    })
+  }
+})
