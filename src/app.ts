@@ -3,6 +3,7 @@ import { registerBearerAuth } from './auth/bearer.js'
 import { TokenVerifier } from './auth/token-cache.js'
 import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
+import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
@@ -18,6 +19,8 @@ export interface AppOptions {
   tokenCacheTtlMs?: number
   /** Log level and destination (stdout when not given); no logging when absent. */
   logger?: { level: string; stream?: NodeJS.WritableStream }
+  /** Shared with the server, which starts draining on a shutdown signal; a private one when not given. */
+  lifecycle?: Lifecycle
 }
 
 // Secrets must never reach a log line, whatever a serializer or a debug statement prints.
@@ -30,6 +33,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     genReqId: requestId,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
+    // Answered by registerLifecycle instead, in the Error shape.
+    return503OnClosing: false,
     // Errors Fastify raises before routing (a bad percent-encoding, say) leave in the Error shape too.
     frameworkErrors: (err, request, reply) => {
       reply.header('x-request-id', request.id)
@@ -38,11 +43,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   app.setValidatorCompiler(validatorCompiler)
   registerRequestId(app)
+  registerLifecycle(app, options.lifecycle ?? { draining: false })
   registerErrorHandler(app)
   registerJsonBody(app)
   await registerDocs(app, VERSION)
   registerBearerAuth(app, new TokenVerifier(options.storage, { ttlMs: options.tokenCacheTtlMs ?? 2000 }))
-  await app.register(healthRoutes)
+  await app.register(healthRoutes, { storage: options.storage })
   await app.register(plantRoutes, { storage: options.storage })
   return app
 }

@@ -11,6 +11,8 @@ export const ConfigSchema = Type.Object({
   DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)', default: DEFAULT_DATABASE_URL }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
   DATABASE_MIGRATE_ON_START: Type.Boolean({ default: true }),
+  SHUTDOWN_DRAIN_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 0 }),
+  SHUTDOWN_GRACE_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 10 }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
@@ -25,6 +27,8 @@ const HINTS: Record<string, string> = {
   DATABASE_URL: 'a URL like sqlite:./data/plantstore.db or postgres://user:password@host:5432/database',
   DATABASE_POOL_SIZE: 'an integer from 1 to 1000',
   DATABASE_MIGRATE_ON_START: 'true or false',
+  SHUTDOWN_DRAIN_SECONDS: 'an integer from 0 to 3600 (seconds)',
+  SHUTDOWN_GRACE_SECONDS: 'an integer from 0 to 3600 (seconds)',
   LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',
   PLANTSTORE_BOOTSTRAP_TOKEN: '32 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
 }

@@ -33,6 +33,7 @@ export const ErrorCatalogue = {
   rateLimited: { error: 42901, status: 429, summary: 'Too many requests; retry later' },
   internal: { error: 50001, status: 500, summary: 'An unexpected error on the server' },
   unavailable: { error: 50301, status: 503, summary: 'The storage is unavailable; retry later' },
+  shuttingDown: { error: 50302, status: 503, summary: 'This instance is shutting down; retry on another' },
 } as const
 
 /** A catalogue entry's name. */

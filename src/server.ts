@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
 import { ConfigError, type Config } from './config.js'
@@ -52,8 +53,10 @@ function listenError(err: unknown, config: Config): Error {
 /** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
 export async function serve(config: Config): Promise<void> {
   const storage = await openConfiguredStorage(config)
+  const lifecycle = { draining: false }
   const app = await buildApp({
     storage,
+    lifecycle,
     logger: { level: config.LOG_LEVEL },
   })
   let address: string
@@ -74,10 +77,22 @@ export async function serve(config: Config): Promise<void> {
     throw err
   }
   if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
+  let stopping = false
   const shutdown = async (signal: string): Promise<void> => {
-    app.log.info({ signal }, 'shutting down')
+    if (stopping) return
+    stopping = true
+    app.log.info({ signal, drainSeconds: config.SHUTDOWN_DRAIN_SECONDS }, 'shutting down')
+    lifecycle.draining = true
+    await sleep(config.SHUTDOWN_DRAIN_SECONDS * 1000)
+    // Stop accepting; requests in flight finish, bounded by the grace period, then connections are cut.
+    const grace = setTimeout(() => {
+      app.log.warn('grace period over: closing the connections still open')
+      app.server.closeAllConnections()
+    }, config.SHUTDOWN_GRACE_SECONDS * 1000)
     await app.close()
+    clearTimeout(grace)
     await storage.close()
+    app.log.info('stopped')
     process.exit(0)
   }
   process.once('SIGTERM', (signal) => void shutdown(signal))

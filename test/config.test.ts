@@ -10,6 +10,8 @@ describe('configuration', () => {
       DATABASE_URL: DEFAULT_DATABASE_URL,
       DATABASE_POOL_SIZE: 10,
       DATABASE_MIGRATE_ON_START: true,
+      SHUTDOWN_DRAIN_SECONDS: 0,
+      SHUTDOWN_GRACE_SECONDS: 10,
       LOG_LEVEL: 'info',
     })
     assert.equal(DEFAULT_DATABASE_URL, 'sqlite:./data/plantstore.db')
@@ -39,6 +41,12 @@ describe('configuration', () => {
     ['a port that is not a number', { PORT: 'eighty' }, /^PORT: /],
     ['an unknown log level', { LOG_LEVEL: 'loud' }, /^LOG_LEVEL: .*one of fatal/],
     ['a database URL of an unknown kind', { DATABASE_URL: 'mysql://x' }, /^DATABASE_URL: /],
+    [
+      'a grace period that is not a whole number of seconds',
+      { SHUTDOWN_GRACE_SECONDS: '1.5' },
+      /^SHUTDOWN_GRACE_SECONDS: /,
+    ],
+    ['a drain period over an hour', { SHUTDOWN_DRAIN_SECONDS: '3601' }, /^SHUTDOWN_DRAIN_SECONDS: .*0 to 3600/],
     ['a pool size of zero', { DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE: .*1 to 1000/],
     ['a pool size that is not a number', { DATABASE_POOL_SIZE: 'ten' }, /^DATABASE_POOL_SIZE: /],
     [

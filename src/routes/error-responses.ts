@@ -12,12 +12,12 @@ const HEADERS: Record<number, Record<string, TSchema>> = {
 }
 
 /**
- * Response schemas for the given error kinds (plus auth failures and the
- * internal error), one per status, each describing its catalogue values.
+ * Response schemas for the given error kinds (plus auth failures, the internal
+ * error and shutting down), one per status, each describing its catalogue values.
  */
 export function errorResponses(...kinds: ErrorKind[]): Record<number, TSchema> {
   const byStatus = new Map<number, ErrorKind[]>()
-  for (const kind of [...kinds, ...AUTHENTICATED, 'internal' as const]) {
+  for (const kind of [...kinds, ...AUTHENTICATED, 'internal' as const, 'shuttingDown' as const]) {
     const { status } = ErrorCatalogue[kind]
     const list = byStatus.get(status) ?? []
     if (!list.includes(kind)) list.push(kind)

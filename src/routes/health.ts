@@ -1,8 +1,15 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { ErrorCatalogue } from '../errors.js'
+import { ErrorBody } from '../schemas/error.js'
+import type { Storage } from '../storage/index.js'
 
-/** GET /healthz: the process is up and serving HTTP. */
-export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
+const notReady = [ErrorCatalogue.unavailable, ErrorCatalogue.shuttingDown]
+  .map((entry) => `${entry.error}: ${entry.summary}`)
+  .join('; ')
+
+/** GET /healthz (the process serves HTTP) and GET /readyz (it can serve plants: storage answers, not shutting down). */
+export const healthRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = async (app, { storage }) => {
   app.get(
     '/healthz',
     {
@@ -14,5 +21,28 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async () => ({ status: 'ok' as const }),
+  )
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        summary: 'Readiness check',
+        description:
+          'Answers 200 when the storage answers and the instance is not shutting down; 503 otherwise, so a load ' +
+          'balancer stops sending it traffic. No authentication.',
+        security: [],
+        response: {
+          200: Type.Object({ status: Type.Literal('ready') }),
+          503: Type.Ref(ErrorBody, {
+            description: `Not ready. \`error\` is one of: ${notReady}`,
+            headers: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
+          }),
+        },
+      },
+    },
+    async () => {
+      await storage.ping()
+      return { status: 'ready' as const }
+    },
   )
 }

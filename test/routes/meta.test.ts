@@ -10,6 +10,12 @@ describe('public routes and cross-cutting behaviour', () => {
   })
   after(() => t.close())
 
+  test('GET /readyz answers 200 {status: ready} without a token while the storage answers', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/readyz' })
+    assert.equal(res.statusCode, 200)
+    assert.deepEqual(res.json(), { status: 'ready' })
+  })
+
   test('GET /healthz answers 200 without a token', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/healthz' })
     assert.equal(res.statusCode, 200)

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict'
+import { randomBytes, randomUUID } from 'node:crypto'
+import { request } from 'node:http'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { after, describe, test } from 'node:test'
+import { cleanup, eventually, http, startServer, type ServerProcess } from '../helpers/server-process.js'
+
+after(cleanup)
+
+const TOKEN = 'shutdown-' + randomBytes(30).toString('base64url')
+
+/** A POST whose body is held back half-way, so it is in flight until sendRest() is called. */
+function heldPost(server: ServerProcess, id: number) {
+  const body = JSON.stringify({ id, name: 'In flight' })
+  const requestId = randomUUID()
+  const req = request(`${server.baseUrl}/plants`, {
+    method: 'POST',
+    agent: false,
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(body)),
+      'x-request-id': requestId,
+    },
+  })
+  const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    req.once('error', reject)
+    req.once('response', (res) => {
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => (text += chunk))
+      res.once('end', () => resolve({ status: res.statusCode ?? 0, text }))
+    })
+  })
+  req.write(body.slice(0, 5))
+  return {
+    response,
+    /** Resolves once the server has logged the request's arrival. */
+    arrived: () => server.waitForStdout(new RegExp(`"reqId":"${requestId}".*"incoming request"`)),
+    sendRest: () => req.end(body.slice(5)),
+  }
+}
+
+async function start(env: Record<string, string>): Promise<ServerProcess> {
+  const server = await startServer({ env: { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN, ...env } })
+  await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token: TOKEN })).status === 200, 10_000)
+  return server
+}
+
+describe('plantstore serve, shutting down', () => {
+  test('a request in flight at SIGTERM is still answered 200, then the process exits 0', async () => {
+    const server = await start({ SHUTDOWN_GRACE_SECONDS: '10' })
+    const held = heldPost(server, 1)
+    await held.arrived()
+    const exit = server.stop('SIGTERM')
+    await server.waitForStdout(/"shutting down"/)
+    // Long enough for a shutdown that does not wait for requests in flight to have cut this one.
+    await sleep(500)
+    held.sendRest()
+    const res = await held.response
+    assert.equal(res.status, 200, res.text)
+    assert.deepEqual(JSON.parse(res.text), { name: 'In flight' })
+    assert.equal(await exit, 0)
+  })
+
+  test('readyz answers 503 in the Error shape while draining, other requests are still served, then it exits 0', async () => {
+    const server = await start({ SHUTDOWN_DRAIN_SECONDS: '2' })
+    assert.deepEqual(JSON.parse((await http(server.baseUrl, 'GET', '/readyz')).text), { status: 'ready' })
+    const exit = server.stop('SIGTERM')
+    await server.waitForStdout(/"shutting down"/)
+    const ready = await http(server.baseUrl, 'GET', '/readyz')
+    assert.equal(ready.status, 503)
+    assert.equal(ready.headers.get('retry-after'), '1')
+    assert.deepEqual(JSON.parse(ready.text), {
+      error: 50302,
+      message: 'this instance is shutting down; retry on another',
+    })
+    const listed = await http(server.baseUrl, 'GET', '/plants', { token: TOKEN })
+    assert.equal(listed.status, 200, listed.text)
+    assert.equal(await exit, 0)
+  })
+
+  test('a request still unfinished when the grace period ends is cut, and the process exits 0', async () => {
+    const server = await start({ SHUTDOWN_GRACE_SECONDS: '1' })
+    const held = heldPost(server, 2)
+    const outcome = held.response.then(
+      (res) => res,
+      (err: Error) => err,
+    )
+    await held.arrived()
+    const started = Date.now()
+    assert.equal(await server.stop('SIGTERM'), 0)
+    assert.ok(Date.now() - started < 5000, 'exits soon after the grace period')
+    const cut = await outcome
+    assert.ok(cut instanceof Error, `the held request was cut, not answered: ${JSON.stringify(cut)}`)
+    assert.match(server.stdout, /grace period over/)
+  })
+})
