@@ -1,6 +1,8 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import { registerBearerAuth } from './auth/bearer.js'
+import { HTTP_TIMEOUT_DEFAULTS, type HttpTimeouts } from './config.js'
 import { TokenVerifier } from './auth/token-cache.js'
+import { clientErrorHandler, MAX_HEADER_BYTES } from './plugins/client-errors.js'
 import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
@@ -19,6 +21,8 @@ export interface AppOptions {
   tokenCacheTtlMs?: number
   /** Log level and destination (stdout when not given); no logging when absent. */
   logger?: { level: string; stream?: NodeJS.WritableStream }
+  /** Server timeouts in milliseconds; the config's defaults when not given. */
+  timeouts?: HttpTimeouts
   /** Shared with the server, which starts draining on a shutdown signal; a private one when not given. */
   lifecycle?: Lifecycle
 }
@@ -28,7 +32,17 @@ const REDACT = ['req.headers.authorization', 'headers.authorization']
 
 /** Builds the Fastify app with every route and plugin. It never listens: the caller does. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const timeouts = options.timeouts ?? HTTP_TIMEOUT_DEFAULTS
   const app = Fastify({
+    http: {
+      headersTimeout: timeouts.headersMs,
+      maxHeaderSize: MAX_HEADER_BYTES,
+      // Node checks the timeouts above only this often (30 s by default), so a slow client would stay longer.
+      connectionsCheckingInterval: Math.min(1000, timeouts.headersMs),
+    },
+    requestTimeout: timeouts.requestMs,
+    keepAliveTimeout: timeouts.keepAliveMs,
+    clientErrorHandler,
     logger: options.logger === undefined ? false : { ...options.logger, redact: REDACT },
     genReqId: requestId,
     requestIdHeader: false,

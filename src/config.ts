@@ -4,6 +4,18 @@ import { redactUrl } from './redact.js'
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
 
+/** How long a client may take: to send the request head, the whole request, and between requests on a connection. */
+export interface HttpTimeouts {
+  headersMs: number
+  requestMs: number
+  keepAliveMs: number
+}
+
+/** Keep-alive above the 60 s idle timeout common in load balancers, so the balancer closes first. */
+export const HTTP_TIMEOUT_DEFAULTS: HttpTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 72_000 }
+
+const milliseconds = (fallback: number) => Type.Integer({ minimum: 100, maximum: 3_600_000, default: fallback })
+
 /** Every setting the service reads, with its environment variable and bounds. The README's table mirrors it. */
 export const ConfigSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
@@ -11,6 +23,9 @@ export const ConfigSchema = Type.Object({
   DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)', default: DEFAULT_DATABASE_URL }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
   DATABASE_MIGRATE_ON_START: Type.Boolean({ default: true }),
+  HTTP_HEADERS_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.headersMs),
+  HTTP_REQUEST_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.requestMs),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.keepAliveMs),
   SHUTDOWN_DRAIN_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 0 }),
   SHUTDOWN_GRACE_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 10 }),
   LOG_LEVEL: Type.Union(
@@ -27,6 +42,9 @@ const HINTS: Record<string, string> = {
   DATABASE_URL: 'a URL like sqlite:./data/plantstore.db or postgres://user:password@host:5432/database',
   DATABASE_POOL_SIZE: 'an integer from 1 to 1000',
   DATABASE_MIGRATE_ON_START: 'true or false',
+  HTTP_HEADERS_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds), at most HTTP_REQUEST_TIMEOUT_MS',
+  HTTP_REQUEST_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
   SHUTDOWN_DRAIN_SECONDS: 'an integer from 0 to 3600 (seconds)',
   SHUTDOWN_GRACE_SECONDS: 'an integer from 0 to 3600 (seconds)',
   LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',
@@ -41,6 +59,16 @@ function fromText(schema: TSchema, value: unknown): unknown {
   if (schema.type === 'integer' && /^[0-9]{1,9}$/.test(value)) return Number(value)
   if (schema.type === 'boolean' && (value === 'true' || value === 'false')) return value === 'true'
   return value
+}
+
+/** Rules across keys, after each key is valid on its own. */
+function checked(config: Config): Config {
+  if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(
+      `HTTP_HEADERS_TIMEOUT_MS: ${config.HTTP_HEADERS_TIMEOUT_MS} is above HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,
+    )
+  }
+  return config
 }
 
 /** Invalid configuration; the message starts with the key's name. */
@@ -60,7 +88,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Partial<Record<key
     raw[key] = fromText(ConfigSchema.properties[key as keyof Config], value)
   const config = Value.Default(ConfigSchema, raw)
   const error = Value.Errors(ConfigSchema, config).First()
-  if (error === undefined) return config as Config
+  if (error === undefined) return checked(config as Config)
   const key = error.path.split('/')[1] ?? 'configuration'
   const shown = SECRET_KEYS.has(key) ? '(hidden)' : JSON.stringify(redactUrl(String(raw[key])))
   throw new ConfigError(`${key}: invalid value ${shown}; expected ${HINTS[key] ?? error.message}`)

@@ -6,6 +6,7 @@
 export const ErrorCatalogue = {
   validation: { error: 40001, status: 400, summary: 'A parameter or body field is invalid' },
   malformedJson: { error: 40002, status: 400, summary: 'The request body is not valid JSON' },
+  malformedRequest: { error: 40003, status: 400, summary: 'The HTTP request itself is malformed' },
   missingToken: { error: 40101, status: 401, summary: 'No bearer token was sent' },
   invalidToken: {
     error: 40102,
@@ -19,6 +20,11 @@ export const ErrorCatalogue = {
   },
   plantNotFound: { error: 40401, status: 404, summary: 'The account has no plant with that id' },
   routeNotFound: { error: 40402, status: 404, summary: 'No route matches the method and path' },
+  requestTimeout: {
+    error: 40801,
+    status: 408,
+    summary: 'The request (headers or body) did not arrive within the server timeout',
+  },
   conflict: {
     error: 40901,
     status: 409,
@@ -31,6 +37,7 @@ export const ErrorCatalogue = {
     summary: 'The request body is not application/json',
   },
   rateLimited: { error: 42901, status: 429, summary: 'Too many requests; retry later' },
+  headersTooLarge: { error: 43101, status: 431, summary: 'The request headers are over 16 KiB' },
   internal: { error: 50001, status: 500, summary: 'An unexpected error on the server' },
   unavailable: { error: 50301, status: 503, summary: 'The storage is unavailable; retry later' },
   shuttingDown: { error: 50302, status: 503, summary: 'This instance is shutting down; retry on another' },

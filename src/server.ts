@@ -58,6 +58,11 @@ export async function serve(config: Config): Promise<void> {
     storage,
     lifecycle,
     logger: { level: config.LOG_LEVEL },
+    timeouts: {
+      headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestMs: config.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    },
   })
   let address: string
   try {

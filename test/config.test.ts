@@ -10,6 +10,9 @@ describe('configuration', () => {
       DATABASE_URL: DEFAULT_DATABASE_URL,
       DATABASE_POOL_SIZE: 10,
       DATABASE_MIGRATE_ON_START: true,
+      HTTP_HEADERS_TIMEOUT_MS: 10_000,
+      HTTP_REQUEST_TIMEOUT_MS: 30_000,
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: 72_000,
       SHUTDOWN_DRAIN_SECONDS: 0,
       SHUTDOWN_GRACE_SECONDS: 10,
       LOG_LEVEL: 'info',
@@ -47,6 +50,17 @@ describe('configuration', () => {
       /^SHUTDOWN_GRACE_SECONDS: /,
     ],
     ['a drain period over an hour', { SHUTDOWN_DRAIN_SECONDS: '3601' }, /^SHUTDOWN_DRAIN_SECONDS: .*0 to 3600/],
+    ['a headers timeout below 100 ms', { HTTP_HEADERS_TIMEOUT_MS: '50' }, /^HTTP_HEADERS_TIMEOUT_MS: .*100 to 3600000/],
+    [
+      'a headers timeout above the request timeout',
+      { HTTP_HEADERS_TIMEOUT_MS: '20000', HTTP_REQUEST_TIMEOUT_MS: '10000' },
+      /^HTTP_HEADERS_TIMEOUT_MS: 20000 is above HTTP_REQUEST_TIMEOUT_MS \(10000\)/,
+    ],
+    [
+      'a keep-alive timeout that is not a number',
+      { HTTP_KEEP_ALIVE_TIMEOUT_MS: '5s' },
+      /^HTTP_KEEP_ALIVE_TIMEOUT_MS: /,
+    ],
     ['a pool size of zero', { DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE: .*1 to 1000/],
     ['a pool size that is not a number', { DATABASE_POOL_SIZE: 'ten' }, /^DATABASE_POOL_SIZE: /],
     [

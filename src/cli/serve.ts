@@ -12,6 +12,7 @@ Runs the HTTP service. Flags override the environment:
                    DATABASE_POOL_SIZE  PostgreSQL connections per process (default 10)
                    DATABASE_MIGRATE_ON_START  true (default) or false: then run plantstore migrate first
                    LOG_LEVEL     fatal|error|warn|info|debug|trace|silent (default info)
+                   HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, HTTP_KEEP_ALIVE_TIMEOUT_MS  (README)
                    SHUTDOWN_DRAIN_SECONDS  on SIGTERM, seconds of /readyz 503 before closing (default 0)
                    SHUTDOWN_GRACE_SECONDS  then seconds for requests in flight to finish (default 10)
                    PLANTSTORE_BOOTSTRAP_TOKEN  the first token of an empty store`
