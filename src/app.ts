@@ -7,6 +7,7 @@ import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
+import { RequestLog } from './plugins/request-log.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { plantRoutes } from './routes/plants.js'
@@ -19,8 +20,8 @@ export interface AppOptions {
   storage: Storage
   /** How long a verified token is trusted before it is read again; bounds revocation delay. */
   tokenCacheTtlMs?: number
-  /** Log level and destination (stdout when not given); no logging when absent. */
-  logger?: { level: string; stream?: NodeJS.WritableStream }
+  /** Log level and destination (stdout when not given; human-readable when `pretty`); no logging when absent. */
+  logger?: { level: string; stream?: NodeJS.WritableStream; pretty?: boolean }
   /** Server timeouts in milliseconds; the config's defaults when not given. */
   timeouts?: HttpTimeouts
   /** Shared with the server, which starts draining on a shutdown signal; a private one when not given. */
@@ -29,6 +30,15 @@ export interface AppOptions {
 
 // Secrets must never reach a log line, whatever a serializer or a debug statement prints.
 const REDACT = ['req.headers.authorization', 'headers.authorization']
+
+function loggerOptions(logger: AppOptions['logger']) {
+  if (logger === undefined) return false
+  const { pretty, ...rest } = logger
+  // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else.
+  const transport =
+    pretty === true ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } } : undefined
+  return { ...rest, redact: REDACT, ...(transport && { transport }) }
+}
 
 /** Builds the Fastify app with every route and plugin. It never listens: the caller does. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -43,10 +53,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: timeouts.keepAliveMs,
     clientErrorHandler,
-    logger: options.logger === undefined ? false : { ...options.logger, redact: REDACT },
+    logger: loggerOptions(options.logger),
     genReqId: requestId,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
+    logController: new RequestLog(),
     // Answered by registerLifecycle instead, in the Error shape.
     return503OnClosing: false,
     // Errors Fastify raises before routing (a bad percent-encoding, say) leave in the Error shape too.

@@ -57,7 +57,7 @@ export async function serve(config: Config): Promise<void> {
   const app = await buildApp({
     storage,
     lifecycle,
-    logger: { level: config.LOG_LEVEL },
+    logger: { level: config.LOG_LEVEL, pretty: process.stdout.isTTY === true },
     timeouts: {
       headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
       requestMs: config.HTTP_REQUEST_TIMEOUT_MS,

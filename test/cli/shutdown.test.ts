@@ -36,13 +36,14 @@ function heldPost(server: ServerProcess, id: number) {
   return {
     response,
     /** Resolves once the server has logged the request's arrival. */
-    arrived: () => server.waitForStdout(new RegExp(`"reqId":"${requestId}".*"incoming request"`)),
+    arrived: () => server.waitForStdout(new RegExp(`"reqId":"${requestId}".*"request received"`)),
     sendRest: () => req.end(body.slice(5)),
   }
 }
 
 async function start(env: Record<string, string>): Promise<ServerProcess> {
-  const server = await startServer({ env: { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN, ...env } })
+  // debug: the line that marks a request's arrival
+  const server = await startServer({ env: { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN, LOG_LEVEL: 'debug', ...env } })
   await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token: TOKEN })).status === 200, 10_000)
   return server
 }

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict'
+import { Writable } from 'node:stream'
+import { after, before, describe, test } from 'node:test'
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from '../../src/app.js'
+import { issueToken } from '../../src/auth/issue-token.js'
+import { backends, freshStorage } from '../helpers/backends.js'
+
+describe('request log', () => {
+  const lines: Array<Record<string, unknown>> = []
+  let app: FastifyInstance
+  let secret: string
+  let tokenId: string
+  let dispose: () => Promise<void>
+  before(async () => {
+    const fresh = await freshStorage(backends[0]!)
+    dispose = fresh.dispose
+    ;({
+      secret,
+      token: { id: tokenId },
+    } = await issueToken(fresh.storage, { accountName: 'alice' }))
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)) as Record<string, unknown>)
+        done()
+      },
+    })
+    app = await buildApp({ storage: fresh.storage, logger: { level: 'info', stream } })
+  })
+  after(async () => {
+    await app.close()
+    await dispose()
+  })
+
+  const linesOf = (reqId: string) => lines.filter((line) => line.reqId === reqId)
+
+  test('writes exactly one line per request with id, method, route, status, duration and account, never the token', async () => {
+    await app.inject({
+      method: 'POST',
+      url: '/plants',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', 'x-request-id': 'log-1' },
+      payload: '{"id": 1, "name": "Logged"}',
+    })
+    const [line, ...rest] = linesOf('log-1')
+    assert.deepEqual(rest, [])
+    assert.equal(line?.msg, 'request completed')
+    assert.equal(line?.method, 'POST')
+    assert.equal(line?.route, '/plants')
+    assert.equal(line?.status, 200)
+    assert.equal(typeof line?.durationMs, 'number')
+    assert.equal(line?.account, 'alice')
+    assert.equal(line?.tokenId, tokenId)
+    assert.ok(!JSON.stringify(lines).includes(secret.slice(4)), 'the token is not logged')
+  })
+
+  test('logs the route pattern, not the id, and no account for an unauthenticated request', async () => {
+    await app.inject({ method: 'DELETE', url: '/plants/77', headers: { 'x-request-id': 'log-2' } })
+    const [line] = linesOf('log-2')
+    assert.equal(line?.route, '/plants/:id')
+    assert.equal(line?.status, 401)
+    assert.equal(line?.account, null)
+  })
+
+  test('logs unmatched routes with a null route', async () => {
+    await app.inject({ method: 'GET', url: '/nowhere', headers: { 'x-request-id': 'log-3' } })
+    const [line] = linesOf('log-3')
+    assert.equal(line?.route, null)
+    assert.equal(line?.status, 404)
+  })
+})
