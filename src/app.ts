@@ -7,12 +7,14 @@ import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
+import { Metrics, registerMetrics } from './plugins/metrics.js'
 import { RequestLog } from './plugins/request-log.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { plantRoutes } from './routes/plants.js'
 import { validatorCompiler } from './schemas/validator.js'
 import type { Storage } from './storage/index.js'
+import { timedStorage } from './storage/timed.js'
 import { VERSION } from './version.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
@@ -24,6 +26,8 @@ export interface AppOptions {
   logger?: { level: string; stream?: NodeJS.WritableStream; pretty?: boolean }
   /** Server timeouts in milliseconds; the config's defaults when not given. */
   timeouts?: HttpTimeouts
+  /** When set, GET /metrics needs this bearer token; open otherwise. */
+  metricsToken?: string
   /** Shared with the server, which starts draining on a shutdown signal; a private one when not given. */
   lifecycle?: Lifecycle
 }
@@ -67,13 +71,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   })
   app.setValidatorCompiler(validatorCompiler)
+  const metrics = new Metrics()
+  const storage = timedStorage(options.storage, metrics.storageTimer)
   registerRequestId(app)
   registerLifecycle(app, options.lifecycle ?? { draining: false })
   registerErrorHandler(app)
   registerJsonBody(app)
   await registerDocs(app, VERSION)
-  registerBearerAuth(app, new TokenVerifier(options.storage, { ttlMs: options.tokenCacheTtlMs ?? 2000 }))
-  await app.register(healthRoutes, { storage: options.storage })
-  await app.register(plantRoutes, { storage: options.storage })
+  registerMetrics(app, metrics, options.metricsToken)
+  const verifier = new TokenVerifier(storage, { ttlMs: options.tokenCacheTtlMs ?? 2000 })
+  registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason))
+  await app.register(healthRoutes, { storage })
+  await app.register(plantRoutes, { storage })
   return app
 }

@@ -32,6 +32,7 @@ export const ConfigSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
   ),
+  PLANTSTORE_METRICS_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{16,512}$' })),
   PLANTSTORE_BOOTSTRAP_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{32,512}$' })),
 })
 export type Config = Static<typeof ConfigSchema>
@@ -48,10 +49,11 @@ const HINTS: Record<string, string> = {
   SHUTDOWN_DRAIN_SECONDS: 'an integer from 0 to 3600 (seconds)',
   SHUTDOWN_GRACE_SECONDS: 'an integer from 0 to 3600 (seconds)',
   LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',
+  PLANTSTORE_METRICS_TOKEN: '16 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
   PLANTSTORE_BOOTSTRAP_TOKEN: '32 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
 }
 
-const SECRET_KEYS = new Set(['PLANTSTORE_BOOTSTRAP_TOKEN'])
+const SECRET_KEYS = new Set(['PLANTSTORE_BOOTSTRAP_TOKEN', 'PLANTSTORE_METRICS_TOKEN'])
 
 /** Turns the text of an integer or boolean setting into its value; anything else is left for validation to name. */
 function fromText(schema: TSchema, value: unknown): unknown {

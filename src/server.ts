@@ -57,6 +57,7 @@ export async function serve(config: Config): Promise<void> {
   const app = await buildApp({
     storage,
     lifecycle,
+    metricsToken: config.PLANTSTORE_METRICS_TOKEN,
     logger: { level: config.LOG_LEVEL, pretty: process.stdout.isTTY === true },
     timeouts: {
       headersMs: config.HTTP_HEADERS_TIMEOUT_MS,

@@ -61,6 +61,11 @@ describe('configuration', () => {
       { HTTP_KEEP_ALIVE_TIMEOUT_MS: '5s' },
       /^HTTP_KEEP_ALIVE_TIMEOUT_MS: /,
     ],
+    [
+      'a metrics token that is too short',
+      { PLANTSTORE_METRICS_TOKEN: 'short' },
+      /^PLANTSTORE_METRICS_TOKEN: invalid value \(hidden\)/,
+    ],
     ['a pool size of zero', { DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE: .*1 to 1000/],
     ['a pool size that is not a number', { DATABASE_POOL_SIZE: 'ten' }, /^DATABASE_POOL_SIZE: /],
     [

@@ -5,6 +5,9 @@ import type { TokenVerifier } from './token-cache.js'
 
 export const REALM = 'plantstore'
 
+/** Why a request was refused authentication. */
+export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'expired' | 'revoked' | 'insufficient_scope'
+
 /** Who is calling: the account and token behind a verified bearer token. */
 export interface Caller {
   accountId: number
@@ -58,15 +61,30 @@ const REFUSALS = {
  * Authenticates every route that declares a `scope` in its config, in onRequest:
  * before the body is read, so unauthenticated clients cannot make us parse anything.
  */
-export function registerBearerAuth(app: FastifyInstance, verifier: TokenVerifier): void {
+export function registerBearerAuth(
+  app: FastifyInstance,
+  verifier: TokenVerifier,
+  onRefused: (reason: AuthFailure) => void = () => {},
+): void {
   app.decorateRequest('caller', null)
   app.addHook('onRequest', async (request) => {
     const scope = request.routeOptions.config.scope
     if (scope === undefined) return
-    const result = await verifier.verify(bearerSecret(request))
-    if (!result.ok) throw invalidToken(REFUSALS[result.reason])
+    let secret: string
+    try {
+      secret = bearerSecret(request)
+    } catch (err) {
+      onRefused((err as ApiError).kind === 'missingToken' ? 'missing' : 'malformed')
+      throw err
+    }
+    const result = await verifier.verify(secret)
+    if (!result.ok) {
+      onRefused(result.reason)
+      throw invalidToken(REFUSALS[result.reason])
+    }
     const { token } = result
     if (!token.scopes.includes(scope)) {
+      onRefused('insufficient_scope')
       throw new ApiError(
         'insufficientScope',
         `token lacks the scope ${scope} this operation needs`,

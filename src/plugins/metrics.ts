@@ -1,0 +1,78 @@
+import { timingSafeEqual, createHash } from 'node:crypto'
+import type { FastifyInstance } from 'fastify'
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
+import type { AuthFailure } from '../auth/bearer.js'
+import type { StorageTimer } from '../storage/timed.js'
+import { sendError } from './error-handler.js'
+
+/** The service's Prometheus metrics, in a registry of its own (one per app, so tests never share counts). */
+export class Metrics {
+  readonly registry = new Registry()
+  readonly #requests = new Counter({
+    name: 'plantstore_http_requests_total',
+    help: 'HTTP requests answered, by route pattern, method and status',
+    labelNames: ['route', 'method', 'status'],
+    registers: [this.registry],
+  })
+  readonly #duration = new Histogram({
+    name: 'plantstore_http_request_duration_seconds',
+    help: 'Time from request arrival to response, by route pattern, method and status',
+    labelNames: ['route', 'method', 'status'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  })
+  readonly #authFailures = new Counter({
+    name: 'plantstore_auth_failures_total',
+    help: 'Requests refused by bearer authentication, by reason',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  })
+  readonly #storage = new Histogram({
+    name: 'plantstore_storage_call_duration_seconds',
+    help: 'Storage call latency, by operation and outcome',
+    labelNames: ['operation', 'outcome'],
+    buckets: [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5],
+    registers: [this.registry],
+  })
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'plantstore_' })
+  }
+
+  /** Counts one answered request. */
+  request(route: string, method: string, status: number, seconds: number): void {
+    const labels = { route, method, status: String(status) }
+    this.#requests.inc(labels)
+    this.#duration.observe(labels, seconds)
+  }
+
+  /** Counts one refused authentication. */
+  authFailure(reason: AuthFailure): void {
+    this.#authFailures.inc({ reason })
+  }
+
+  /** Times storage calls; give it to timedStorage. */
+  readonly storageTimer: StorageTimer = (operation, seconds, failed) =>
+    this.#storage.observe({ operation, outcome: failed ? 'error' : 'ok' }, seconds)
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest()
+
+/**
+ * Counts every response, and serves GET /metrics in the Prometheus text format: open, or behind its own
+ * bearer token when `token` is set (compared in constant time, as hashes of equal length).
+ */
+export function registerMetrics(app: FastifyInstance, metrics: Metrics, token?: string): void {
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.request(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, reply.elapsedTime / 1000)
+  })
+  const expected = token === undefined ? undefined : sha256(`Bearer ${token}`)
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    if (expected !== undefined && !timingSafeEqual(sha256(request.headers.authorization ?? ''), expected)) {
+      reply.header('www-authenticate', 'Bearer realm="plantstore-metrics"')
+      return sendError(reply, 'invalidToken', 'GET /metrics needs the PLANTSTORE_METRICS_TOKEN bearer token')
+    }
+    reply.type(metrics.registry.contentType)
+    return metrics.registry.metrics()
+  })
+}
