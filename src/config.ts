@@ -20,6 +20,7 @@ const milliseconds = (fallback: number) => Type.Integer({ minimum: 100, maximum:
 export const ConfigSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
+  WORKERS: Type.Integer({ minimum: 1, maximum: 256, default: 1 }),
   DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)', default: DEFAULT_DATABASE_URL }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
   DATABASE_MIGRATE_ON_START: Type.Boolean({ default: true }),
@@ -40,6 +41,7 @@ export type Config = Static<typeof ConfigSchema>
 const HINTS: Record<string, string> = {
   PORT: 'an integer from 0 to 65535',
   HOST: 'a host name or address to listen on',
+  WORKERS: 'an integer from 1 to 256',
   DATABASE_URL: 'a URL like sqlite:./data/plantstore.db or postgres://user:password@host:5432/database',
   DATABASE_POOL_SIZE: 'an integer from 1 to 1000',
   DATABASE_MIGRATE_ON_START: 'true or false',

@@ -7,6 +7,7 @@ describe('configuration', () => {
     assert.deepEqual(loadConfig({}), {
       PORT: 8080,
       HOST: '127.0.0.1',
+      WORKERS: 1,
       DATABASE_URL: DEFAULT_DATABASE_URL,
       DATABASE_POOL_SIZE: 10,
       DATABASE_MIGRATE_ON_START: true,
@@ -66,6 +67,7 @@ describe('configuration', () => {
       { PLANTSTORE_METRICS_TOKEN: 'short' },
       /^PLANTSTORE_METRICS_TOKEN: invalid value \(hidden\)/,
     ],
+    ['zero workers', { WORKERS: '0' }, /^WORKERS: .*1 to 256/],
     ['a pool size of zero', { DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE: .*1 to 1000/],
     ['a pool size that is not a number', { DATABASE_POOL_SIZE: 'ten' }, /^DATABASE_POOL_SIZE: /],
     [

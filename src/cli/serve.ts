@@ -1,12 +1,15 @@
+import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { loadConfig } from '../config.js'
 import { serve } from '../server.js'
+import { runPrimary } from './workers.js'
 
-export const SERVE_HELP = `Usage: plantstore serve [--port 8080] [--host 127.0.0.1] [--database URL]
+export const SERVE_HELP = `Usage: plantstore serve [--port 8080] [--host 127.0.0.1] [--database URL] [--workers N]
 
 Runs the HTTP service. Flags override the environment:
   --port N         PORT          port to listen on (default 8080; 0 picks a free one)
   --host ADDR      HOST          address to listen on (default 127.0.0.1)
+  --workers N      WORKERS       server processes sharing the port (default 1; e.g. $(nproc) to use every core)
   --database URL   DATABASE_URL  storage: sqlite:<file> (default sqlite:./data/plantstore.db)
                                  or postgres://user:password@host:5432/database
                    DATABASE_POOL_SIZE  PostgreSQL connections per process (default 10)
@@ -22,9 +25,20 @@ Runs the HTTP service. Flags override the environment:
 export async function serveCommand(args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
-    options: { port: { type: 'string' }, host: { type: 'string' }, database: { type: 'string' } },
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string' },
+      database: { type: 'string' },
+      workers: { type: 'string' },
+    },
     strict: true,
   })
-  const config = loadConfig(process.env, { PORT: values.port, HOST: values.host, DATABASE_URL: values.database })
-  await serve(config)
+  const config = loadConfig(process.env, {
+    PORT: values.port,
+    HOST: values.host,
+    DATABASE_URL: values.database,
+    WORKERS: values.workers,
+  })
+  if (config.WORKERS > 1 && cluster.isPrimary) await runPrimary(config)
+  else await serve(config)
 }

@@ -28,6 +28,7 @@ const SERVICE_KEYS = [
   'LOG_LEVEL',
   'PLANTSTORE_BOOTSTRAP_TOKEN',
   'PLANTSTORE_METRICS_TOKEN',
+  'WORKERS',
   'NODE_TEST_CONTEXT',
 ]
 
@@ -153,6 +154,8 @@ export interface ServerOptions {
   database?: string
   /** Extra environment; LOG_LEVEL defaults to info, since readiness is read from the log. */
   env?: EnvOverrides
+  /** Extra `serve` arguments, such as `--workers 2`. */
+  args?: string[]
 }
 
 const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/
@@ -160,7 +163,7 @@ const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/
 /** Starts `plantstore serve --port 0 --host 127.0.0.1 --database ...` and resolves once it listens. */
 export async function startServer(options: ServerOptions = {}): Promise<ServerProcess> {
   const database = options.database ?? tempDatabase()
-  const args = ['serve', '--port', '0', '--host', '127.0.0.1', '--database', database]
+  const args = ['serve', '--port', '0', '--host', '127.0.0.1', '--database', database, ...(options.args ?? [])]
   const child = spawnMain(args, { LOG_LEVEL: 'info', ...options.env })
   let stdout = ''
   let stderr = ''
