@@ -33,7 +33,7 @@ export interface AppOptions {
 }
 
 // Secrets must never reach a log line, whatever a serializer or a debug statement prints.
-const REDACT = ['req.headers.authorization', 'headers.authorization']
+const REDACT = ['req.headers.authorization', 'headers.authorization', '*.headers.authorization']
 
 function loggerOptions(logger: AppOptions['logger']) {
   if (logger === undefined) return false

@@ -85,9 +85,13 @@ export async function serve(config: Config): Promise<void> {
   if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
   let stopping = false
   const shutdown = async (signal: string): Promise<void> => {
-    if (stopping) return
+    // A repeated signal (Ctrl-C reaches every process of the group; npm forwards it too) must not cut requests.
+    if (stopping) return void app.log.info({ signal }, 'already shutting down')
     stopping = true
     app.log.info({ signal, drainSeconds: config.SHUTDOWN_DRAIN_SECONDS }, 'shutting down')
+    // Whatever happens below, the process ends a little after the grace period.
+    const deadline = (config.SHUTDOWN_DRAIN_SECONDS + config.SHUTDOWN_GRACE_SECONDS + 5) * 1000
+    setTimeout(() => process.exit(1), deadline).unref()
     lifecycle.draining = true
     await sleep(config.SHUTDOWN_DRAIN_SECONDS * 1000)
     // Stop accepting; requests in flight finish, bounded by the grace period, then connections are cut.
@@ -95,12 +99,18 @@ export async function serve(config: Config): Promise<void> {
       app.log.warn('grace period over: closing the connections still open')
       app.server.closeAllConnections()
     }, config.SHUTDOWN_GRACE_SECONDS * 1000)
-    await app.close()
-    clearTimeout(grace)
-    await storage.close()
-    app.log.info('stopped')
-    process.exit(0)
+    try {
+      await app.close()
+      await storage.close()
+      app.log.info('stopped')
+      process.exit(0)
+    } catch (err) {
+      app.log.error({ err }, 'shutdown failed')
+      process.exit(1)
+    } finally {
+      clearTimeout(grace)
+    }
   }
-  process.once('SIGTERM', (signal) => void shutdown(signal))
-  process.once('SIGINT', (signal) => void shutdown(signal))
+  process.on('SIGTERM', (signal) => void shutdown(signal))
+  process.on('SIGINT', (signal) => void shutdown(signal))
 }

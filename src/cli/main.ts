@@ -39,4 +39,6 @@ main(process.argv.slice(2)).catch((err: unknown) => {
   const known = err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
   process.stderr.write(`plantstore: ${known ? (err as Error).message : String((err as Error).stack ?? err)}\n`)
   process.exitCode = 1
+  // A cluster worker's IPC channel would keep it alive; let it go so the process can exit.
+  if (process.connected) process.disconnect()
 })

@@ -18,7 +18,7 @@ export function registerLifecycle(app: FastifyInstance, lifecycle: Lifecycle): v
     closing = true
   })
   app.addHook('onRequest', async (request, reply) => {
-    const refuse = closing || (lifecycle.draining && request.url.split('?')[0] === '/readyz')
+    const refuse = closing || (lifecycle.draining && request.routeOptions.url === '/readyz')
     if (!refuse) return
     reply.header('connection', 'close')
     reply.header('retry-after', '1')

@@ -6,8 +6,8 @@ export type StorageTimer = (operation: string, seconds: number, failed: boolean)
 /** The same storage, with every method call timed; for the storage latency metric. */
 export function timedStorage(storage: Storage, observe: StorageTimer): Storage {
   return new Proxy(storage, {
-    get(target, property, receiver) {
-      const value: unknown = Reflect.get(target, property, receiver)
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property)
       if (typeof value !== 'function' || typeof property !== 'string' || property === 'close') return value
       return async (...args: unknown[]) => {
         const started = process.hrtime.bigint()

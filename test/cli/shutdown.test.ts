@@ -49,12 +49,15 @@ async function start(env: Record<string, string>): Promise<ServerProcess> {
 }
 
 describe('plantstore serve, shutting down', () => {
-  test('a request in flight at SIGTERM is still answered 200, then the process exits 0', async () => {
+  test('a request in flight at SIGTERM is still answered 200, even after a second signal, then the process exits 0', async () => {
     const server = await start({ SHUTDOWN_GRACE_SECONDS: '10' })
     const held = heldPost(server, 1)
     await held.arrived()
     const exit = server.stop('SIGTERM')
     await server.waitForStdout(/"shutting down"/)
+    // A second signal (Ctrl-C reaches the whole process group) must not cut the request either.
+    server.process.kill('SIGINT')
+    await server.waitForStdout(/"already shutting down"/)
     // Long enough for a shutdown that does not wait for requests in flight to have cut this one.
     await sleep(500)
     held.sendRest()
@@ -65,7 +68,7 @@ describe('plantstore serve, shutting down', () => {
   })
 
   test('readyz answers 503 in the Error shape while draining, other requests are still served, then it exits 0', async () => {
-    const server = await start({ SHUTDOWN_DRAIN_SECONDS: '2' })
+    const server = await start({ SHUTDOWN_DRAIN_SECONDS: '5' })
     assert.deepEqual(JSON.parse((await http(server.baseUrl, 'GET', '/readyz')).text), { status: 'ready' })
     const exit = server.stop('SIGTERM')
     await server.waitForStdout(/"shutting down"/)

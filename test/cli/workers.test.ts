@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes, randomUUID } from 'node:crypto'
-import { request } from 'node:http'
+import { createServer, request } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { after, test } from 'node:test'
 import {
   cleanup,
@@ -52,4 +53,40 @@ test('serve --workers 2 answers from two processes on one port, seeds one token,
   assert.equal(tokens.stdout.trim().split('\n').length, 2, `a header and one token:\n${tokens.stdout}`)
   assert.equal(await server.stop('SIGTERM'), 0)
   assert.equal(server.stderr, '')
+})
+
+test('serve --workers 2 replaces a worker that dies and keeps serving', async () => {
+  const server = await startServer({ args: ['--workers', '2'], env: { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN } })
+  await eventually(async () => (server.stdout.match(/Server listening at/g) ?? []).length === 2, 10_000)
+  const victim = (
+    JSON.parse(server.stdout.split('\n').find((line) => line.includes('Server listening at'))!) as { pid: number }
+  ).pid
+  process.kill(victim, 'SIGKILL')
+  await eventually(async () => (server.stdout.match(/Server listening at/g) ?? []).length === 3, 10_000)
+  assert.match(server.stderr, new RegExp(`worker ${victim} exited \\(SIGKILL\\); starting another`))
+  assert.equal((await http(server.baseUrl, 'GET', '/plants', { token: TOKEN })).status, 200)
+  assert.equal(await server.stop('SIGTERM'), 0)
+})
+
+test('serve --workers 2 exits 1 naming PORT when the port is taken, instead of restarting workers forever', async () => {
+  const blocker = createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  try {
+    const port = (blocker.address() as AddressInfo).port
+    const result = await runCli([
+      'serve',
+      '--workers',
+      '2',
+      '--port',
+      String(port),
+      '--host',
+      '127.0.0.1',
+      '--database',
+      tempDatabase(),
+    ])
+    assert.equal(result.code, 1, result.stderr)
+    assert.match(result.stderr, /PORT: \d+ is already in use/)
+  } finally {
+    blocker.close()
+  }
 })

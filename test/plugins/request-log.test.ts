@@ -53,6 +53,16 @@ describe('request log', () => {
     assert.ok(!JSON.stringify(lines).includes(secret.slice(4)), 'the token is not logged')
   })
 
+  test('redacts an Authorization header wherever a log line carries headers', async () => {
+    const authorization = `Bearer ${secret}`
+    app.log.info({ req: { headers: { authorization } } }, 'redaction check 1')
+    app.log.info({ headers: { authorization } }, 'redaction check 2')
+    app.log.info({ request: { headers: { authorization } } }, 'redaction check 3')
+    const checks = lines.filter((line) => String(line.msg).startsWith('redaction check'))
+    assert.equal(checks.length, 3)
+    assert.ok(!JSON.stringify(checks).includes(secret.slice(4)), JSON.stringify(checks))
+  })
+
   test('logs the route pattern, not the id, and no account for an unauthenticated request', async () => {
     await app.inject({ method: 'DELETE', url: '/plants/77', headers: { 'x-request-id': 'log-2' } })
     const [line] = linesOf('log-2')
