@@ -85,7 +85,7 @@ function serviceLine(): string {
   const dirty = git(['status', '--porcelain', '--', 'src']) === '' ? '' : ' with uncommitted changes in src/'
   return (
     `commit ${git(['rev-parse', '--short', 'HEAD'])}${dirty}, built to dist/ and run with node; ` +
-    `LOG_LEVEL=info with the logs sent to /dev/null; DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || '10 (default)'}`
+    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT=0; DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || '10 (default)'}`
   )
 }
 

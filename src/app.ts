@@ -8,6 +8,7 @@ import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
 import { Metrics, registerMetrics } from './plugins/metrics.js'
+import { authThrottle, registerTokenRateLimit, type RateLimitOptions } from './plugins/rate-limit.js'
 import { RequestLog } from './plugins/request-log.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
@@ -26,6 +27,10 @@ export interface AppOptions {
   logger?: { level: string; stream?: NodeJS.WritableStream; pretty?: boolean }
   /** Server timeouts in milliseconds; the config's defaults when not given. */
   timeouts?: HttpTimeouts
+  /** Fastify's trustProxy: which proxies' X-Forwarded-For names the client (for per-address limits, logs). */
+  trustProxy?: boolean | number | string
+  /** Rate limits; none when not given. */
+  rateLimit?: RateLimitOptions
   /** When set, GET /metrics needs this bearer token; open otherwise. */
   metricsToken?: string
   /** Shared with the server, which starts draining on a shutdown signal; a private one when not given. */
@@ -55,6 +60,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       connectionsCheckingInterval: Math.min(1000, timeouts.headersMs),
     },
     requestTimeout: timeouts.requestMs,
+    // Fastify takes all three forms; its overloads only accept one member of the union at a time.
+    trustProxy: (options.trustProxy ?? false) as boolean,
     keepAliveTimeout: timeouts.keepAliveMs,
     clientErrorHandler,
     logger: loggerOptions(options.logger),
@@ -80,7 +87,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await registerDocs(app, VERSION)
   registerMetrics(app, metrics, options.metricsToken)
   const verifier = new TokenVerifier(storage, { ttlMs: options.tokenCacheTtlMs ?? 2000 })
-  registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason))
+  const limits = options.rateLimit && { ...options.rateLimit, onLimited: metrics.rateLimited }
+  registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), limits && authThrottle(app, limits))
+  if (limits) await registerTokenRateLimit(app, limits)
   await app.register(healthRoutes, { storage })
   await app.register(plantRoutes, { storage })
   return app

@@ -1,5 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { RATE_PATTERN } from './limits/rate.js'
 import { redactUrl } from './redact.js'
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
@@ -33,6 +34,10 @@ export const ConfigSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
   ),
+  PLANTSTORE_RATE_LIMIT: Type.String({ pattern: RATE_PATTERN, default: '600/min' }),
+  PLANTSTORE_AUTH_FAILURE_LIMIT: Type.String({ pattern: RATE_PATTERN, default: '20/min' }),
+  TRUST_PROXY: Type.String({ pattern: '^(true|false|[0-9]{1,2}|[0-9a-fA-F:.,/ ]+)$', default: 'false' }),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+' })),
   PLANTSTORE_METRICS_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{16,512}$' })),
   PLANTSTORE_BOOTSTRAP_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{32,512}$' })),
 })
@@ -51,6 +56,10 @@ const HINTS: Record<string, string> = {
   SHUTDOWN_DRAIN_SECONDS: 'an integer from 0 to 3600 (seconds)',
   SHUTDOWN_GRACE_SECONDS: 'an integer from 0 to 3600 (seconds)',
   LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',
+  PLANTSTORE_RATE_LIMIT: 'requests per token like 600/min, 10/s or 5000/h, or 0 for no limit',
+  PLANTSTORE_AUTH_FAILURE_LIMIT: 'failed authentications per client address like 20/min, or 0 for no limit',
+  TRUST_PROXY: 'false, true, a hop count, or comma-separated proxy addresses/CIDRs',
+  REDIS_URL: 'a URL like redis://host:6379 or rediss://user:password@host:6380',
   PLANTSTORE_METRICS_TOKEN: '16 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
   PLANTSTORE_BOOTSTRAP_TOKEN: '32 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
 }
@@ -63,6 +72,12 @@ function fromText(schema: TSchema, value: unknown): unknown {
   if (schema.type === 'integer' && /^[0-9]{1,9}$/.test(value)) return Number(value)
   if (schema.type === 'boolean' && (value === 'true' || value === 'false')) return value === 'true'
   return value
+}
+
+/** Fastify's trustProxy from the TRUST_PROXY setting: whose X-Forwarded-For gives the client address. */
+export function trustProxy(setting: string): boolean | number | string {
+  if (setting === 'true' || setting === 'false') return setting === 'true'
+  return /^[0-9]+$/.test(setting) ? Number(setting) : setting
 }
 
 /** Rules across keys, after each key is valid on its own. */

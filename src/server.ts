@@ -1,7 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.js'
+import { parseRate } from './limits/rate.js'
+import { connectRedis } from './limits/redis.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
-import { ConfigError, type Config } from './config.js'
+import { ConfigError, trustProxy, type Config } from './config.js'
 import { redactUrl } from './redact.js'
 import { StorageUnavailableError } from './errors.js'
 import { MigrationsPendingError, openStorage } from './storage/index.js'
@@ -53,11 +55,18 @@ function listenError(err: unknown, config: Config): Error {
 /** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
 export async function serve(config: Config): Promise<void> {
   const storage = await openConfiguredStorage(config)
+  const shared = config.REDIS_URL === undefined ? undefined : connectRedis(config.REDIS_URL)
   const lifecycle = { draining: false }
   const app = await buildApp({
     storage,
     lifecycle,
     metricsToken: config.PLANTSTORE_METRICS_TOKEN,
+    trustProxy: trustProxy(config.TRUST_PROXY),
+    rateLimit: {
+      perToken: parseRate(config.PLANTSTORE_RATE_LIMIT),
+      authFailures: parseRate(config.PLANTSTORE_AUTH_FAILURE_LIMIT),
+      ...(shared && { redis: shared.redis }),
+    },
     logger: { level: config.LOG_LEVEL, pretty: process.stdout.isTTY === true },
     timeouts: {
       headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
@@ -65,11 +74,13 @@ export async function serve(config: Config): Promise<void> {
       keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     },
   })
+  shared?.logTo(app.log)
   let address: string
   try {
     address = await app.listen({ port: config.PORT, host: config.HOST })
   } catch (err) {
     await storage.close()
+    shared?.redis.disconnect()
     throw listenError(err, config)
   }
   // Only once listening: a first start that fails must not use up the token it would have shown.
@@ -80,6 +91,7 @@ export async function serve(config: Config): Promise<void> {
     // Not half-started: a server without its first token would keep the process alive and serving.
     await app.close()
     await storage.close()
+    shared?.redis.disconnect()
     throw err
   }
   if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
@@ -102,6 +114,7 @@ export async function serve(config: Config): Promise<void> {
     try {
       await app.close()
       await storage.close()
+      await shared?.redis.quit().catch(() => shared.redis.disconnect())
       app.log.info('stopped')
       process.exit(0)
     } catch (err) {

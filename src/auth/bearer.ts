@@ -5,6 +5,14 @@ import type { TokenVerifier } from './token-cache.js'
 
 export const REALM = 'plantstore'
 
+/** Slows down clients that keep failing authentication. */
+export interface AuthThrottle {
+  /** Throws (429) when the client may not try again yet. */
+  check(request: FastifyRequest): Promise<void>
+  /** Records a refused token; throws (429) when that attempt crossed the limit. */
+  refused(request: FastifyRequest): Promise<void>
+}
+
 /** Why a request was refused authentication. */
 export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'expired' | 'revoked' | 'insufficient_scope'
 
@@ -65,21 +73,27 @@ export function registerBearerAuth(
   app: FastifyInstance,
   verifier: TokenVerifier,
   onRefused: (reason: AuthFailure) => void = () => {},
+  throttle?: AuthThrottle,
 ): void {
   app.decorateRequest('caller', null)
   app.addHook('onRequest', async (request) => {
     const scope = request.routeOptions.config.scope
     if (scope === undefined) return
+    await throttle?.check(request)
     let secret: string
     try {
       secret = bearerSecret(request)
     } catch (err) {
-      onRefused((err as ApiError).kind === 'missingToken' ? 'missing' : 'malformed')
+      const missing = (err as ApiError).kind === 'missingToken'
+      onRefused(missing ? 'missing' : 'malformed')
+      // Sending no token is not guessing one; a malformed one counts.
+      if (!missing) await throttle?.refused(request)
       throw err
     }
     const result = await verifier.verify(secret)
     if (!result.ok) {
       onRefused(result.reason)
+      await throttle?.refused(request)
       throw invalidToken(REFUSALS[result.reason])
     }
     const { token } = result

@@ -27,6 +27,12 @@ export class Metrics {
     labelNames: ['reason'],
     registers: [this.registry],
   })
+  readonly #rateLimited = new Counter({
+    name: 'plantstore_rate_limited_total',
+    help: 'Requests refused with 429, by limit: token or auth_failures',
+    labelNames: ['limit'],
+    registers: [this.registry],
+  })
   readonly #storage = new Histogram({
     name: 'plantstore_storage_call_duration_seconds',
     help: 'Storage call latency, by operation and outcome',
@@ -49,6 +55,11 @@ export class Metrics {
   /** Counts one refused authentication. */
   authFailure(reason: AuthFailure): void {
     this.#authFailures.inc({ reason })
+  }
+
+  /** Counts one request refused by a rate limit. */
+  readonly rateLimited = (limit: 'token' | 'auth_failures'): void => {
+    this.#rateLimited.inc({ limit })
   }
 
   /** Times storage calls; give it to timedStorage. */

@@ -1,0 +1,159 @@
+import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { after, describe, test } from 'node:test'
+import type { FastifyInstance } from 'fastify'
+import { Redis } from 'ioredis'
+import { buildApp } from '../../src/app.js'
+import { issueToken } from '../../src/auth/issue-token.js'
+import type { RateLimitOptions } from '../../src/plugins/rate-limit.js'
+import type { Storage } from '../../src/storage/index.js'
+import { bearer } from '../helpers/app.js'
+import { backends, freshStorage } from '../helpers/backends.js'
+
+// The Redis half runs when PLANTSTORE_TEST_REDIS_URL is set (CI sets it and PLANTSTORE_TEST_REQUIRE_REDIS=1).
+const REDIS_URL = process.env.PLANTSTORE_TEST_REDIS_URL || undefined
+const redisRequired = process.env.PLANTSTORE_TEST_REQUIRE_REDIS === '1'
+const cleanups: Array<() => Promise<unknown>> = []
+after(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup()
+})
+
+async function appWith(limits: Omit<RateLimitOptions, 'onLimited'>, storage?: Storage) {
+  let store = storage
+  if (store === undefined) {
+    const fresh = await freshStorage(backends[0]!)
+    cleanups.push(fresh.dispose)
+    store = fresh.storage
+  }
+  const app = await buildApp({ storage: store, rateLimit: limits })
+  cleanups.push(() => app.close())
+  return { app, storage: store }
+}
+
+const list = (app: FastifyInstance, headers: Record<string, string>) =>
+  app.inject({ method: 'GET', url: '/plants', headers })
+
+describe('per-token rate limit', () => {
+  test('answers 429 in the Error shape with Retry-After and RateLimit headers over the limit, and recovers after the window', async () => {
+    const { app, storage } = await appWith({
+      perToken: { max: 3, windowMs: 1000 },
+      authFailures: { max: 0, windowMs: 1000 },
+    })
+    const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+    for (const remaining of [2, 1, 0]) {
+      const res = await list(app, headers)
+      assert.equal(res.statusCode, 200)
+      assert.equal(res.headers['ratelimit-limit'], '3')
+      assert.equal(res.headers['ratelimit-remaining'], String(remaining))
+      assert.ok(Number(res.headers['ratelimit-reset']) >= 0)
+    }
+    const limited = await list(app, headers)
+    assert.equal(limited.statusCode, 429)
+    assert.equal(limited.json().error, 42901)
+    assert.match(limited.json().message, /rate limit of 3 requests exceeded/)
+    assert.ok(Number(limited.headers['retry-after']) >= 1)
+    assert.equal(limited.headers['ratelimit-remaining'], '0')
+    const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
+    assert.equal((await list(app, other)).statusCode, 200, 'another token has its own budget')
+    await sleep(1100)
+    assert.equal((await list(app, headers)).statusCode, 200, 'the budget returns after the window')
+    const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+    assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="token"\} 1$/m)
+  })
+
+  test('puts no RateLimit headers on public routes', async () => {
+    const { app } = await appWith({ perToken: { max: 3, windowMs: 1000 }, authFailures: { max: 0, windowMs: 1000 } })
+    const res = await app.inject({ method: 'GET', url: '/healthz' })
+    assert.equal(res.headers['ratelimit-limit'], undefined)
+  })
+})
+
+describe('failed-authentication limit per client address', () => {
+  test('answers 429 once an address has failed too often, even with a valid token, and not for a missing token', async () => {
+    const { app, storage } = await appWith({
+      perToken: { max: 0, windowMs: 1000 },
+      authFailures: { max: 3, windowMs: 60_000 },
+    })
+    const good = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+    for (let i = 0; i < 5; i++) assert.equal((await app.inject({ method: 'GET', url: '/plants' })).statusCode, 401)
+    assert.equal((await list(app, good)).statusCode, 200, 'requests without a token are not guesses')
+    for (let i = 0; i < 3; i++) assert.equal((await list(app, bearer(`pst_wrong${i}`))).statusCode, 401)
+    const limited = await list(app, bearer('pst_wrong4'))
+    assert.equal(limited.statusCode, 429)
+    assert.equal(limited.json().error, 42901)
+    assert.ok(Number(limited.headers['retry-after']) >= 1)
+    assert.equal((await list(app, good)).statusCode, 429, 'a right guess does not get through either')
+  })
+})
+
+test(
+  'runs the shared-limit tests against Redis too',
+  {
+    skip:
+      REDIS_URL === undefined && !redisRequired
+        ? 'Redis half skipped: set PLANTSTORE_TEST_REDIS_URL=redis://127.0.0.1:6379 to run it'
+        : false,
+  },
+  () => {
+    assert.ok(REDIS_URL !== undefined, 'PLANTSTORE_TEST_REQUIRE_REDIS=1 but PLANTSTORE_TEST_REDIS_URL is not set')
+  },
+)
+
+if (REDIS_URL !== undefined)
+  describe('rate limits shared through Redis', () => {
+    test('two instances share one token budget and one failure count', async () => {
+      const redis = new Redis(REDIS_URL!, { maxRetriesPerRequest: 1 })
+      cleanups.push(() => redis.quit())
+      const namespace = `plantstore-test:${randomUUID()}:`
+      const limits = {
+        perToken: { max: 4, windowMs: 60_000 },
+        authFailures: { max: 2, windowMs: 60_000 },
+        redis,
+        namespace,
+      }
+      const a = await appWith(limits)
+      const b = await appWith(limits, a.storage)
+      const headers = bearer((await issueToken(a.storage, { accountName: 'a' })).secret)
+      for (const app of [a.app, b.app, a.app, b.app]) assert.equal((await list(app, headers)).statusCode, 200)
+      assert.equal((await list(a.app, headers)).statusCode, 429)
+      assert.equal((await list(b.app, headers)).statusCode, 429)
+      assert.equal((await list(a.app, bearer('pst_x1'))).statusCode, 401)
+      assert.equal((await list(b.app, bearer('pst_x2'))).statusCode, 401)
+      assert.equal((await list(a.app, bearer('pst_x3'))).statusCode, 429)
+    })
+  })
+
+describe('failed-authentication limit behind a reverse proxy', () => {
+  test('counts per client address from X-Forwarded-For when the proxy is trusted', async () => {
+    const fresh = await freshStorage(backends[0]!)
+    cleanups.push(fresh.dispose)
+    const limits = { perToken: { max: 0, windowMs: 1000 }, authFailures: { max: 1, windowMs: 60_000 } }
+    const app = await buildApp({ storage: fresh.storage, rateLimit: limits, trustProxy: '127.0.0.1' })
+    cleanups.push(() => app.close())
+    const from = (client: string) => ({ ...bearer('pst_wrong'), 'x-forwarded-for': client })
+    assert.equal((await list(app, from('203.0.113.1'))).statusCode, 401)
+    assert.equal((await list(app, from('203.0.113.1'))).statusCode, 429)
+    assert.equal((await list(app, from('203.0.113.2'))).statusCode, 401, 'another client behind the same proxy')
+  })
+})
+
+describe('rate limits with Redis gone', () => {
+  test('keeps serving, unlimited, when Redis cannot be reached', async () => {
+    const redis = new Redis('redis://127.0.0.1:1', {
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      lazyConnect: true,
+    })
+    redis.on('error', () => {})
+    cleanups.push(async () => redis.disconnect())
+    const { app, storage } = await appWith({
+      perToken: { max: 1, windowMs: 60_000 },
+      authFailures: { max: 1, windowMs: 60_000 },
+      redis,
+    })
+    const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+    for (let i = 0; i < 3; i++) assert.equal((await list(app, headers)).statusCode, 200)
+    for (let i = 0; i < 3; i++) assert.equal((await list(app, bearer('pst_bad'))).statusCode, 401)
+  })
+})
