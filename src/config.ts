@@ -1,3 +1,4 @@
+import { isIP } from 'node:net'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { RATE_PATTERN } from './limits/rate.js'
@@ -80,8 +81,20 @@ export function trustProxy(setting: string): boolean | number | string {
   return /^[0-9]+$/.test(setting) ? Number(setting) : setting
 }
 
+/** A TRUST_PROXY list entry: an IP address, optionally with a prefix length that fits it. */
+function proxyEntryValid(entry: string): boolean {
+  const [address = '', prefix, extra] = entry.trim().split('/')
+  const version = isIP(address)
+  if (version === 0 || extra !== undefined) return false
+  return prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128))
+}
+
 /** Rules across keys, after each key is valid on its own. */
 function checked(config: Config): Config {
+  const trust = trustProxy(config.TRUST_PROXY)
+  if (typeof trust === 'string' && !trust.split(',').every(proxyEntryValid)) {
+    throw new ConfigError(`TRUST_PROXY: invalid value ${JSON.stringify(trust)}; expected ${HINTS.TRUST_PROXY}`)
+  }
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
       `HTTP_HEADERS_TIMEOUT_MS: ${config.HTTP_HEADERS_TIMEOUT_MS} is above HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,

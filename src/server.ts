@@ -79,8 +79,9 @@ export async function serve(config: Config): Promise<void> {
   try {
     address = await app.listen({ port: config.PORT, host: config.HOST })
   } catch (err) {
-    await storage.close()
+    // First, and synchronously: a reconnecting Redis client would keep the failed process alive.
     shared?.redis.disconnect()
+    await storage.close()
     throw listenError(err, config)
   }
   // Only once listening: a first start that fails must not use up the token it would have shown.
@@ -89,9 +90,9 @@ export async function serve(config: Config): Promise<void> {
     generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
   } catch (err) {
     // Not half-started: a server without its first token would keep the process alive and serving.
+    shared?.redis.disconnect()
     await app.close()
     await storage.close()
-    shared?.redis.disconnect()
     throw err
   }
   if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')

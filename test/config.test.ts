@@ -73,6 +73,8 @@ describe('configuration', () => {
     ['a rate limit without a unit', { PLANTSTORE_RATE_LIMIT: '600' }, /^PLANTSTORE_RATE_LIMIT: .*600\/min/],
     ['a failure limit per day', { PLANTSTORE_AUTH_FAILURE_LIMIT: '5/day' }, /^PLANTSTORE_AUTH_FAILURE_LIMIT: /],
     ['a Redis URL of another scheme', { REDIS_URL: 'http://cache:6379' }, /^REDIS_URL: /],
+    ['a trusted proxy list with a bad prefix', { TRUST_PROXY: '10.0.0.0/99' }, /^TRUST_PROXY: /],
+    ['a trusted proxy list of numbers', { TRUST_PROXY: '1,2' }, /^TRUST_PROXY: /],
     ['a trusted proxy that is not an address', { TRUST_PROXY: 'everyone' }, /^TRUST_PROXY: /],
     ['zero workers', { WORKERS: '0' }, /^WORKERS: .*1 to 256/],
     ['a pool size of zero', { DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE: .*1 to 1000/],

@@ -97,19 +97,22 @@ export function registerBearerAuth(
       throw invalidToken(REFUSALS[result.reason])
     }
     const { token } = result
-    if (!token.scopes.includes(scope)) {
-      onRefused('insufficient_scope')
-      throw new ApiError(
-        'insufficientScope',
-        `token lacks the scope ${scope} this operation needs`,
-        challenge(`, error="insufficient_scope", scope="${scope}"`),
-      )
-    }
     request.caller = {
       accountId: token.accountId,
       accountName: token.accountName,
       tokenId: token.id,
       scopes: token.scopes,
     }
+  })
+  // After the rate limit (so a 403 is counted and carries RateLimit headers), before the body is read.
+  app.addHook('preParsing', async (request) => {
+    const scope = request.routeOptions.config.scope
+    if (scope === undefined || request.caller === null || request.caller.scopes.includes(scope)) return
+    onRefused('insufficient_scope')
+    throw new ApiError(
+      'insufficientScope',
+      `token lacks the scope ${scope} this operation needs`,
+      challenge(`, error="insufficient_scope", scope="${scope}"`),
+    )
   })
 }

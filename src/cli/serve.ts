@@ -18,6 +18,10 @@ Runs the HTTP service. Flags override the environment:
                    HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, HTTP_KEEP_ALIVE_TIMEOUT_MS  (README)
                    SHUTDOWN_DRAIN_SECONDS  on SIGTERM, seconds of /readyz 503 before closing (default 0)
                    SHUTDOWN_GRACE_SECONDS  then seconds for requests in flight to finish (default 10)
+                   PLANTSTORE_RATE_LIMIT  per token, e.g. 600/min (default), 0 for none
+                   PLANTSTORE_AUTH_FAILURE_LIMIT  failed authentications per address (default 20/min)
+                   REDIS_URL     share rate limits across instances
+                   TRUST_PROXY   proxies whose X-Forwarded-For names the client (default false)
                    PLANTSTORE_METRICS_TOKEN    when set, GET /metrics needs it as a bearer token
                    PLANTSTORE_BOOTSTRAP_TOKEN  the first token of an empty store`
 

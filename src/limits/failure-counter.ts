@@ -1,14 +1,20 @@
 import type { Redis } from 'ioredis'
 
-/** Counts failed authentications per client address within a fixed window. */
-export interface FailureCounter {
-  /** Failures from `address` in the current window. */
-  count(address: string): Promise<number>
-  /** Records one failure; resolves with the count including it and the ms until the window resets. */
-  hit(address: string): Promise<{ count: number; resetMs: number }>
+/** Failures from one address in its current window, and the ms until that window ends. */
+export interface FailureWindow {
+  count: number
+  resetMs: number
 }
 
-/** In one process: a map of windows, pruned as it grows. */
+/** Counts failed authentications per client address within a fixed window. */
+export interface FailureCounter {
+  /** The address's current window (count 0 when none). */
+  count(address: string): Promise<FailureWindow>
+  /** Records one failure; resolves with the window including it. */
+  hit(address: string): Promise<FailureWindow>
+}
+
+/** In one process: a map of windows, oldest evicted first beyond `maxEntries`. */
 export function memoryFailureCounter(windowMs: number, maxEntries = 100_000): FailureCounter {
   const windows = new Map<string, { count: number; resetAt: number }>()
   const current = (address: string) => {
@@ -17,7 +23,8 @@ export function memoryFailureCounter(windowMs: number, maxEntries = 100_000): Fa
   }
   return {
     async count(address) {
-      return current(address)?.count ?? 0
+      const entry = current(address)
+      return { count: entry?.count ?? 0, resetMs: entry === undefined ? 0 : entry.resetAt - Date.now() }
     },
     async hit(address) {
       const now = Date.now()
@@ -31,18 +38,33 @@ export function memoryFailureCounter(windowMs: number, maxEntries = 100_000): Fa
   }
 }
 
-/** Shared by every instance through Redis: INCR with an expiry set by the window's first failure. */
+/** The values of a MULTI, throwing the first error any command in it met. */
+function values(results: Array<[Error | null, unknown]> | null): unknown[] {
+  if (results === null) throw new Error('redis transaction aborted')
+  const failed = results.find(([err]) => err !== null)
+  if (failed) throw failed[0]
+  return results.map(([, value]) => value)
+}
+
+/**
+ * Shared by every instance through Redis. The window starts with `SET NX PX` in the same MULTI as the INCR,
+ * so a key never lives without its expiry (and this runs on any Redis since 2.6.12).
+ */
 export function redisFailureCounter(redis: Redis, windowMs: number, prefix: string): FailureCounter {
+  const window = (count: unknown, ttl: unknown): FailureWindow => ({
+    count: Number(count ?? 0),
+    resetMs: Number(ttl) > 0 ? Number(ttl) : windowMs,
+  })
   return {
     async count(address) {
-      return Number((await redis.get(prefix + address)) ?? 0)
+      const key = prefix + address
+      const [count, ttl] = values(await redis.multi().get(key).pttl(key).exec())
+      return count === null ? { count: 0, resetMs: 0 } : window(count, ttl)
     },
     async hit(address) {
       const key = prefix + address
-      const results = (await redis.multi().incr(key).pexpire(key, windowMs, 'NX').pttl(key).exec()) ?? []
-      const count = Number(results[0]?.[1] ?? 1)
-      const ttl = Number(results[2]?.[1] ?? -1)
-      return { count, resetMs: ttl > 0 ? ttl : windowMs }
+      const [, count, ttl] = values(await redis.multi().set(key, 0, 'PX', windowMs, 'NX').incr(key).pttl(key).exec())
+      return window(count, ttl)
     },
   }
 }

@@ -10,6 +10,8 @@ export function connectRedis(url: string): { redis: Redis; logTo(log: { warn: Lo
   const redis = new Redis(url, {
     maxRetriesPerRequest: 1,
     connectTimeout: 1000,
+    // A Redis that accepts but does not answer must not hold requests: give up and let them through.
+    commandTimeout: 250,
     enableOfflineQueue: false,
     lazyConnect: true,
   })

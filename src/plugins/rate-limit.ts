@@ -3,7 +3,12 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { AuthThrottle } from '../auth/bearer.js'
 import { ApiError } from '../errors.js'
-import { memoryFailureCounter, redisFailureCounter, type FailureCounter } from '../limits/failure-counter.js'
+import {
+  memoryFailureCounter,
+  redisFailureCounter,
+  type FailureCounter,
+  type FailureWindow,
+} from '../limits/failure-counter.js'
 import type { Rate } from '../limits/rate.js'
 
 /** Rate limits: per token, and per client address for failed authentication; shared when `redis` is given. */
@@ -24,14 +29,15 @@ function tooMany(message: string, retryAfterMs: number): ApiError {
 }
 
 /**
- * Per token: @fastify/rate-limit after authentication (preHandler), keyed by token id, with RateLimit-Limit,
+ * Per token: @fastify/rate-limit right after authentication, keyed by token id, with RateLimit-Limit,
  * -Remaining and -Reset on every authenticated response. If Redis fails, requests are let through (and logged).
  */
 export async function registerTokenRateLimit(app: FastifyInstance, options: RateLimitOptions): Promise<void> {
   if (options.perToken.max === 0) return
   await app.register(rateLimit, {
     global: true,
-    hook: 'preHandler',
+    // Route-level onRequest hooks run after the app's, so bearer auth has set `caller`; before the body is read.
+    hook: 'onRequest',
     max: options.perToken.max,
     timeWindow: options.perToken.windowMs,
     keyGenerator: (request) => `token:${request.caller?.tokenId ?? ''}`,
@@ -53,25 +59,30 @@ export function authThrottle(app: FastifyInstance, options: RateLimitOptions): A
   const counter: FailureCounter = options.redis
     ? redisFailureCounter(options.redis, windowMs, `${options.namespace ?? 'plantstore:'}authfail:`)
     : memoryFailureCounter(windowMs)
-  // While Redis is away, let requests through; the Redis client logs the outage once, not per request.
-  const unavailable = (request: FastifyRequest, err: unknown) =>
-    request.log.debug({ err }, 'rate limit store unavailable')
+  // While the store is away, let requests through. An outage is logged once by the Redis client; other store
+  // errors (a Redis without the data it should hold, say) are logged at most once a minute.
+  let warnedAt = 0
+  const unavailable = (request: FastifyRequest, err: unknown) => {
+    if (Date.now() - warnedAt < 60_000) return
+    warnedAt = Date.now()
+    request.log.warn({ err }, 'rate limit store failed; not limiting failed authentication')
+  }
   const refuse = (resetMs: number) => {
     options.onLimited?.('auth_failures')
     return tooMany('too many failed authentication attempts from this address; retry later', resetMs)
   }
   return {
     async check(request) {
-      let count: number
+      let current: FailureWindow
       try {
-        count = await counter.count(request.ip)
+        current = await counter.count(request.ip)
       } catch (err) {
         return unavailable(request, err)
       }
-      if (count >= max) throw refuse(windowMs)
+      if (current.count >= max) throw refuse(current.resetMs)
     },
     async refused(request) {
-      let hit: { count: number; resetMs: number }
+      let hit: FailureWindow
       try {
         hit = await counter.hit(request.ip)
       } catch (err) {

@@ -62,6 +62,32 @@ describe('per-token rate limit', () => {
     assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="token"\} 1$/m)
   })
 
+  test('counts 4xx answers to a valid token too (missing scope, invalid body), with RateLimit headers', async () => {
+    const { app, storage } = await appWith({
+      perToken: { max: 2, windowMs: 60_000 },
+      authFailures: { max: 0, windowMs: 1000 },
+    })
+    const json = { 'content-type': 'application/json' }
+    const readOnly = bearer((await issueToken(storage, { accountName: 'a', scopes: ['plants:read'] })).secret)
+    const forbidden = await app.inject({
+      method: 'POST',
+      url: '/plants',
+      headers: { ...readOnly, ...json },
+      payload: '{}',
+    })
+    assert.equal(forbidden.statusCode, 403)
+    assert.equal(forbidden.headers['ratelimit-remaining'], '1')
+    const writer = bearer((await issueToken(storage, { accountName: 'b' })).secret)
+    const invalid = await app.inject({
+      method: 'POST',
+      url: '/plants',
+      headers: { ...writer, ...json },
+      payload: '{"id": "x"}',
+    })
+    assert.equal(invalid.statusCode, 400)
+    assert.equal(invalid.headers['ratelimit-remaining'], '1')
+  })
+
   test('puts no RateLimit headers on public routes', async () => {
     const { app } = await appWith({ perToken: { max: 3, windowMs: 1000 }, authFailures: { max: 0, windowMs: 1000 } })
     const res = await app.inject({ method: 'GET', url: '/healthz' })
@@ -83,7 +109,10 @@ describe('failed-authentication limit per client address', () => {
     assert.equal(limited.statusCode, 429)
     assert.equal(limited.json().error, 42901)
     assert.ok(Number(limited.headers['retry-after']) >= 1)
-    assert.equal((await list(app, good)).statusCode, 429, 'a right guess does not get through either')
+    const blocked = await list(app, good)
+    assert.equal(blocked.statusCode, 429, 'a right guess does not get through either')
+    const wait = Number(blocked.headers['retry-after'])
+    assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait} is the rest of the window`)
   })
 })
 
