@@ -1,4 +1,4 @@
-import rateLimit from '@fastify/rate-limit'
+import rateLimit, { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { AuthThrottle } from '../auth/bearer.js'
@@ -21,6 +21,9 @@ export interface RateLimitOptions {
   /** Told of every request refused with 429, by limit. */
   onLimited?: (limit: 'token' | 'auth_failures') => void
 }
+
+// One IPv6 client usually holds a whole /64: count it as one address, or each of its addresses would get a budget.
+const clientAddress = (request: FastifyRequest) => normalizeIP(request.ip, 64)
 
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
@@ -75,7 +78,7 @@ export function authThrottle(app: FastifyInstance, options: RateLimitOptions): A
     async check(request) {
       let current: FailureWindow
       try {
-        current = await counter.count(request.ip)
+        current = await counter.count(clientAddress(request))
       } catch (err) {
         return unavailable(request, err)
       }
@@ -84,7 +87,7 @@ export function authThrottle(app: FastifyInstance, options: RateLimitOptions): A
     async refused(request) {
       let hit: FailureWindow
       try {
-        hit = await counter.hit(request.ip)
+        hit = await counter.hit(clientAddress(request))
       } catch (err) {
         return unavailable(request, err)
       }

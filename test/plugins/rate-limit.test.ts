@@ -164,6 +164,8 @@ describe('failed-authentication limit behind a reverse proxy', () => {
     assert.equal((await list(app, from('203.0.113.1'))).statusCode, 401)
     assert.equal((await list(app, from('203.0.113.1'))).statusCode, 429)
     assert.equal((await list(app, from('203.0.113.2'))).statusCode, 401, 'another client behind the same proxy')
+    assert.equal((await list(app, from('2001:db8:1:2::1'))).statusCode, 401)
+    assert.equal((await list(app, from('2001:db8:1:2::ffff'))).statusCode, 429, 'one IPv6 /64 is one client')
   })
 })
 
