@@ -65,10 +65,17 @@ export function authThrottle(app: FastifyInstance, options: RateLimitOptions): A
   // While the store is away, let requests through. An outage is logged once by the Redis client; other store
   // errors (a Redis without the data it should hold, say) are logged at most once a minute.
   let warnedAt = 0
-  const unavailable = (request: FastifyRequest, err: unknown) => {
-    if (Date.now() - warnedAt < 60_000) return
-    warnedAt = Date.now()
-    request.log.warn({ err }, 'rate limit store failed; not limiting failed authentication')
+  /** The address's window from the store, or undefined (and a rare warning) when the store fails. */
+  const windowOf = async (request: FastifyRequest, read: (address: string) => Promise<FailureWindow>) => {
+    try {
+      return await read(clientAddress(request))
+    } catch (err) {
+      if (Date.now() - warnedAt >= 60_000) {
+        warnedAt = Date.now()
+        request.log.warn({ err }, 'rate limit store failed; not limiting failed authentication')
+      }
+      return undefined
+    }
   }
   const refuse = (resetMs: number) => {
     options.onLimited?.('auth_failures')
@@ -76,22 +83,12 @@ export function authThrottle(app: FastifyInstance, options: RateLimitOptions): A
   }
   return {
     async check(request) {
-      let current: FailureWindow
-      try {
-        current = await counter.count(clientAddress(request))
-      } catch (err) {
-        return unavailable(request, err)
-      }
-      if (current.count >= max) throw refuse(current.resetMs)
+      const current = await windowOf(request, counter.count)
+      if (current !== undefined && current.count >= max) throw refuse(current.resetMs)
     },
     async refused(request) {
-      let hit: FailureWindow
-      try {
-        hit = await counter.hit(clientAddress(request))
-      } catch (err) {
-        return unavailable(request, err)
-      }
-      if (hit.count > max) throw refuse(hit.resetMs)
+      const hit = await windowOf(request, counter.hit)
+      if (hit !== undefined && hit.count > max) throw refuse(hit.resetMs)
     },
   }
 }

@@ -48,10 +48,13 @@ const tokenColumns = (sql: Query) =>
   sql`t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label,
     t.created_at, t.expires_at, t.revoked_at`
 
-async function findTokenBy(sql: Query, secretHash: Buffer): Promise<TokenRecord & { secretHash: Buffer }> {
+async function findTokenBy(
+  sql: Query,
+  secretHash: Buffer,
+): Promise<(TokenRecord & { secretHash: Buffer }) | undefined> {
   const [row] = await sql<TokenRow[]>`SELECT ${tokenColumns(sql)}
     FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE t.secret_hash = ${secretHash}`
-  return toToken(row!)
+  return row === undefined ? undefined : toToken(row)
 }
 
 async function insertToken(sql: TransactionSql, token: NewToken): Promise<TokenRecord> {
@@ -59,7 +62,7 @@ async function insertToken(sql: TransactionSql, token: NewToken): Promise<TokenR
   await sql`INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
     SELECT ${token.id}, id, ${token.secretHash}, ${token.scopes.join(' ')}, ${token.label}, now(), ${token.expiresAt}
     FROM accounts WHERE name = ${token.accountName}`
-  return withoutSecret(await findTokenBy(sql, token.secretHash))
+  return withoutSecret((await findTokenBy(sql, token.secretHash))!)
 }
 
 const SERIALIZATION_FAILURE = '40001'
@@ -127,12 +130,7 @@ export class PostgresStorage implements Storage {
   }
 
   async findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined> {
-    const sql = this.#sql
-    const [row] = await guard(
-      () => sql<TokenRow[]>`SELECT ${tokenColumns(sql)}
-        FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE t.secret_hash = ${secretHash}`,
-    )
-    return row === undefined ? undefined : toToken(row)
+    return guard(() => findTokenBy(this.#sql, secretHash))
   }
 
   async createToken(token: NewToken): Promise<TokenRecord> {
