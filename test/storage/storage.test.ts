@@ -41,6 +41,21 @@ for (const backend of backends) {
       assert.equal(await storage.createPlant(other, { id: 1n, name: 'b', tag: null }), 'created')
     })
 
+    test('settles concurrent creates of one id as some serial order would', async () => {
+      const racer = (await storage.createToken(newToken({ accountName: 'racer' }))).accountId
+      const same = await Promise.all(
+        Array.from({ length: 10 }, () => storage.createPlant(racer, { id: 900n, name: 'same', tag: null })),
+      )
+      assert.deepEqual(same.toSorted(), ['created', ...Array<string>(9).fill('identical')])
+      const differing = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => storage.createPlant(racer, { id: 901n, name: `n${i}`, tag: null })),
+      )
+      assert.deepEqual(differing.toSorted(), [...Array<string>(9).fill('conflict'), 'created'])
+      const winner = differing.indexOf('created')
+      const [stored] = await storage.listPlants(racer, { limit: 1, after: 900n })
+      assert.deepEqual(stored, { id: 901n, name: `n${winner}`, tag: null })
+    })
+
     test('stores and returns int64 extremes exactly, ordered as signed integers', async () => {
       for (const id of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, 2n ** 53n, -5n]) {
         assert.equal(await storage.createPlant(acme, { id, name: `n${id}`, tag: null }), 'created')

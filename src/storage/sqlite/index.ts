@@ -11,6 +11,7 @@ import {
   type TokenRecord,
 } from '../types.js'
 import { guard } from './errors.js'
+import { GroupCommit } from './group-commit.js'
 import { migrate, pendingMigrations } from './migrations.js'
 
 interface TokenRow {
@@ -89,7 +90,7 @@ export class SqliteStorage implements Storage {
   readonly #getPlant: Statement
   readonly #deletePlant: Statement
   readonly #findToken: Statement
-  readonly #createPlantTx: Database.Transaction<(accountId: number, plant: StoredPlant) => CreateOutcome>
+  readonly #writes: GroupCommit
   readonly migrationsApplied: readonly number[]
 
   /**
@@ -117,15 +118,15 @@ export class SqliteStorage implements Storage {
     this.#findToken = db.prepare(
       `SELECT ${TOKEN_COLUMNS} FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE t.secret_hash = ?`,
     )
-    this.#createPlantTx = db.transaction((accountId: number, plant: StoredPlant): CreateOutcome => {
+    this.#writes = new GroupCommit(db)
+  }
+
+  createPlant(accountId: number, plant: StoredPlant): Promise<CreateOutcome> {
+    return this.#writes.run(() => {
       if (this.#insertPlant.run(accountId, plant.id, plant.name, plant.tag).changes === 1) return 'created'
       const existing = this.#getPlant.get(accountId, plant.id) as { name: string; tag: string | null }
       return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
     })
-  }
-
-  async createPlant(accountId: number, plant: StoredPlant): Promise<CreateOutcome> {
-    return guard(() => this.#createPlantTx.immediate(accountId, plant))
   }
 
   async listPlants(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
@@ -134,8 +135,8 @@ export class SqliteStorage implements Storage {
     return guard(() => statement.all(...args) as StoredPlant[])
   }
 
-  async deletePlant(accountId: number, id: bigint): Promise<boolean> {
-    return guard(() => this.#deletePlant.run(accountId, id).changes === 1)
+  deletePlant(accountId: number, id: bigint): Promise<boolean> {
+    return this.#writes.run(() => this.#deletePlant.run(accountId, id).changes === 1)
   }
 
   async findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined> {
@@ -205,6 +206,8 @@ export class SqliteStorage implements Storage {
   }
 
   async close(): Promise<void> {
-    if (this.#db.open) this.#db.close()
+    if (!this.#db.open) return
+    this.#writes.flush()
+    this.#db.close()
   }
 }

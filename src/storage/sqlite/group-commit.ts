@@ -1,0 +1,84 @@
+import type { Database } from 'better-sqlite3'
+import { translate } from './errors.js'
+
+interface PendingWrite {
+  write: () => unknown
+  resolve: (value: unknown) => void
+  reject: (err: unknown) => void
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
+
+// Bounds one transaction, so a flood of writes cannot hold the write lock (and the event loop) for long.
+const MAX_BATCH = 256
+
+/**
+ * Group commit: writes queued in the same event-loop turn run in one IMMEDIATE transaction and share one
+ * commit (one fsync with synchronous=FULL). Each caller's promise settles only after that commit, so nothing
+ * is acknowledged before it is on disk. Each write runs in its own savepoint: one failing write is rolled back
+ * and reported alone while the others commit.
+ */
+export class GroupCommit {
+  readonly #db: Database
+  readonly #isolated: (write: () => unknown) => unknown
+  #queue: PendingWrite[] = []
+  #scheduled = false
+
+  constructor(db: Database) {
+    this.#db = db
+    // A transaction function called inside a transaction runs as a savepoint.
+    this.#isolated = db.transaction((write: () => unknown) => write())
+  }
+
+  /** Queues `write` (synchronous SQL on this database) and resolves with its result once committed. */
+  run<T>(write: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ write, resolve: resolve as (value: unknown) => void, reject })
+      this.#schedule()
+    })
+  }
+
+  /** Commits everything queued now; close() calls it so no queued write is dropped. */
+  flush(): void {
+    while (this.#queue.length > 0) this.#commitBatch()
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return
+    this.#scheduled = true
+    // After the poll phase: every request read in this turn joins the batch.
+    setImmediate(() => {
+      this.#scheduled = false
+      this.#commitBatch()
+      if (this.#queue.length > 0) this.#schedule()
+    })
+  }
+
+  #commitBatch(): void {
+    const batch = this.#queue.splice(0, MAX_BATCH)
+    if (batch.length === 0) return
+    let outcomes: Outcome[]
+    try {
+      outcomes = this.#db.transaction(() => batch.map((pending) => this.#attempt(pending))).immediate()
+    } catch (err) {
+      const error = translate(err)
+      for (const pending of batch) pending.reject(error)
+      return
+    }
+    batch.forEach((pending, i) => {
+      const outcome = outcomes[i]!
+      if (outcome.ok) pending.resolve(outcome.value)
+      else pending.reject(outcome.error)
+    })
+  }
+
+  #attempt(pending: PendingWrite): Outcome {
+    try {
+      return { ok: true, value: this.#isolated(pending.write) }
+    } catch (err) {
+      // Some errors (disk full, I/O) make SQLite roll back the whole transaction: the batch fails as one.
+      if (!this.#db.inTransaction) throw err
+      return { ok: false, error: translate(err) }
+    }
+  }
+}

@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict'
+import { statSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import Database from 'better-sqlite3'
+import { StorageUnavailableError } from '../../../src/errors.js'
+import { GroupCommit } from '../../../src/storage/sqlite/group-commit.js'
+import { SqliteStorage } from '../../../src/storage/sqlite/index.js'
+
+const WAL_HEADER = 32
+const FRAME = 24 + 4096
+
+describe('SQLite group commit', () => {
+  let dir: string
+  let file: string
+  let db: Database.Database
+  let writes: GroupCommit
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'plantstore-group-commit-'))
+  })
+  after(() => rmSync(dir, { recursive: true, force: true }))
+
+  function openFresh(name: string): void {
+    file = join(dir, name)
+    db = new Database(file)
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = FULL')
+    db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)')
+    db.pragma('wal_checkpoint(TRUNCATE)')
+    writes = new GroupCommit(db)
+  }
+
+  const insert = (id: number, v: string | null) => () => db.prepare('INSERT INTO t (id, v) VALUES (?, ?)').run(id, v)
+
+  test('commits writes issued in the same turn as one transaction', async () => {
+    openFresh('one-commit.db')
+    await Promise.all(Array.from({ length: 100 }, (_, i) => writes.run(insert(i, `v${i}`))))
+    assert.equal(db.prepare('SELECT count(*) FROM t').pluck().get(), 100)
+    // One commit rewrites the table's page once; 100 commits would append at least 100 frames to the WAL.
+    const frames = (statSync(`${file}-wal`).size - WAL_HEADER) / FRAME
+    assert.ok(frames <= 3, `expected one commit's frames in the WAL, found ${frames}`)
+    db.close()
+  })
+
+  test('rolls back only the failing write of a batch and reports its error to its caller', async () => {
+    openFresh('isolated.db')
+    const results = await Promise.allSettled([
+      writes.run(insert(1, 'a')),
+      writes.run(insert(2, null)),
+      writes.run(insert(3, 'c')),
+    ])
+    assert.deepEqual(
+      results.map((result) => result.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    )
+    assert.match(String((results[1] as PromiseRejectedResult).reason), /NOT NULL/)
+    assert.deepEqual(db.prepare('SELECT id FROM t ORDER BY id').pluck().all(), [1, 3])
+    db.close()
+  })
+
+  test('answers every write of a batch with 503-class unavailability when the write lock is held elsewhere', async () => {
+    openFresh('locked.db')
+    db.pragma('busy_timeout = 50')
+    const other = new Database(file)
+    other.prepare('BEGIN IMMEDIATE').run()
+    try {
+      const results = await Promise.allSettled([writes.run(insert(1, 'a')), writes.run(insert(2, 'b'))])
+      for (const result of results) {
+        assert.equal(result.status, 'rejected')
+        assert.ok((result as PromiseRejectedResult).reason instanceof StorageUnavailableError)
+      }
+    } finally {
+      other.prepare('ROLLBACK').run()
+      other.close()
+    }
+    assert.equal(db.prepare('SELECT count(*) FROM t').pluck().get(), 0)
+    db.close()
+  })
+
+  test('acknowledges a write only once another connection can read it', async () => {
+    openFresh('visible.db')
+    const reader = new Database(file, { readonly: true })
+    const count = reader.prepare('SELECT count(*) FROM t').pluck()
+    const pending = writes.run(insert(1, 'a'))
+    assert.equal(count.get(), 0, 'nothing is committed before the batch runs')
+    await pending
+    assert.equal(count.get(), 1)
+    reader.close()
+    db.close()
+  })
+
+  test('close() commits writes still queued instead of dropping them', async () => {
+    const storeFile = join(dir, 'close.db')
+    const storage = new SqliteStorage(storeFile)
+    const token = await storage.createToken({
+      id: 'tok_close',
+      accountName: 'acme',
+      secretHash: Buffer.alloc(32, 1),
+      scopes: [],
+      label: null,
+      expiresAt: null,
+    })
+    const created = storage.createPlant(token.accountId, { id: 7n, name: 'kept', tag: null })
+    await storage.close()
+    assert.equal(await created, 'created')
+    const reopened = new SqliteStorage(storeFile)
+    assert.deepEqual(await reopened.listPlants(token.accountId, { limit: 10 }), [{ id: 7n, name: 'kept', tag: null }])
+    await reopened.close()
+  })
+})
