@@ -84,6 +84,29 @@ for (const backend of backends) {
       )
     })
 
+    test('answers every page size and shape correctly, however many have been asked before', async () => {
+      const pager = (await storage.createToken(newToken({ accountName: 'pager' }))).accountId
+      await Promise.all(
+        Array.from({ length: 120 }, (_, i) =>
+          storage.createPlant(pager, { id: BigInt(i + 1), name: `p${i + 1}`, tag: i % 3 === 0 ? 'third' : null }),
+        ),
+      )
+      // More distinct (shape, limit) pairs than any statement cache would keep, then the first ones again.
+      for (const limit of [...Array.from({ length: 110 }, (_, i) => i + 1), 1, 2, 3]) {
+        const first = await storage.listPlants(pager, { limit })
+        assert.deepEqual(
+          first.map((plant) => plant.id),
+          Array.from({ length: Math.min(limit, 120) }, (_, i) => BigInt(i + 1)),
+        )
+        const tagged = await storage.listPlants(pager, { limit, after: 10n, tag: 'third' })
+        const expected = Array.from({ length: 40 }, (_, i) => BigInt(3 * i + 1)).filter((id) => id > 10n)
+        assert.deepEqual(
+          tagged.map((plant) => plant.id),
+          expected.slice(0, limit),
+        )
+      }
+    })
+
     test('deletes only within the account', async () => {
       await storage.createPlant(acme, { id: 500n, name: 'x', tag: null })
       assert.equal(await storage.deletePlant(other, 500n), false)

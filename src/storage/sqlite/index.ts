@@ -43,10 +43,17 @@ function toToken(row: TokenRow): TokenRecord & { secretHash: Buffer } {
   }
 }
 
-function pageSql(tag: boolean, after: boolean): string {
+// LIMIT is written into the SQL, not bound: with a bound LIMIT, SQLite (built with STAT4) re-plans the
+// statement on every run, which costs more than reading the 20 rows. One statement per shape and limit.
+function pageSql(tag: boolean, after: boolean, limit: number): string {
   const where = ['account_id = ?', tag ? 'tag = ?' : '', after ? 'id > ?' : ''].filter(Boolean).join(' AND ')
-  return `SELECT id, name, tag FROM plants WHERE ${where} ORDER BY id LIMIT ?`
+  return `SELECT id, name, tag FROM plants WHERE ${where} ORDER BY id LIMIT ${limit}`
 }
+
+type PageRow = [id: bigint, name: string, tag: string | null]
+
+// Page statements kept prepared; the oldest is dropped beyond this (limits go up to 1000, shapes to 4).
+const PAGE_STATEMENTS_MAX = 64
 
 /**
  * `mkdir -p`, one level at a time. Node's `mkdirSync(dir, { recursive: true })` spins forever at
@@ -105,11 +112,7 @@ export class SqliteStorage implements Storage {
       db.close()
       throw err
     }
-    this.#pages = new Map(
-      [false, true].flatMap((tag) =>
-        [false, true].map((after) => [`${tag}:${after}`, db.prepare(pageSql(tag, after)).safeIntegers(true)]),
-      ),
-    )
+    this.#pages = new Map()
     this.#insertPlant = db.prepare(
       'INSERT INTO plants (account_id, id, name, tag) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
     )
@@ -130,9 +133,26 @@ export class SqliteStorage implements Storage {
   }
 
   async listPlants(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
-    const statement = this.#pages.get(`${page.tag !== undefined}:${page.after !== undefined}`)!
-    const args = [accountId, page.tag, page.after, page.limit].filter((arg) => arg !== undefined)
-    return guard(() => statement.all(...args) as StoredPlant[])
+    const statement = this.#pageStatement(page.tag !== undefined, page.after !== undefined, page.limit)
+    const args = [accountId, page.tag, page.after].filter((arg) => arg !== undefined)
+    // Raw rows: arrays are cheaper to build than objects with column-name keys.
+    const rows = guard(() => statement.all(...args) as PageRow[])
+    return rows.map(([id, name, tag]) => ({ id, name, tag }))
+  }
+
+  #pageStatement(tag: boolean, after: boolean, limit: number): Statement {
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`page limit ${limit} is not a positive integer`)
+    const key = `${tag}:${after}:${limit}`
+    let statement = this.#pages.get(key)
+    if (statement === undefined) {
+      statement = this.#db
+        .prepare(pageSql(tag, after, limit))
+        .safeIntegers(true)
+        .raw(true)
+      if (this.#pages.size >= PAGE_STATEMENTS_MAX) this.#pages.delete(this.#pages.keys().next().value!)
+      this.#pages.set(key, statement)
+    }
+    return statement
   }
 
   deletePlant(accountId: number, id: bigint): Promise<boolean> {
