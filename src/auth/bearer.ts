@@ -105,14 +105,18 @@ export function registerBearerAuth(
     }
   })
   // After the rate limit (so a 403 is counted and carries RateLimit headers), before the body is read.
-  app.addHook('preParsing', async (request) => {
+  app.addHook('preParsing', (request, _reply, payload, done) => {
     const scope = request.routeOptions.config.scope
-    if (scope === undefined || request.caller === null || request.caller.scopes.includes(scope)) return
+    if (scope === undefined || request.caller === null || request.caller.scopes.includes(scope)) {
+      return done(null, payload)
+    }
     onRefused('insufficient_scope')
-    throw new ApiError(
-      'insufficientScope',
-      `token lacks the scope ${scope} this operation needs`,
-      challenge(`, error="insufficient_scope", scope="${scope}"`),
+    done(
+      new ApiError(
+        'insufficientScope',
+        `token lacks the scope ${scope} this operation needs`,
+        challenge(`, error="insufficient_scope", scope="${scope}"`),
+      ),
     )
   })
 }

@@ -17,11 +17,11 @@ export function registerLifecycle(app: FastifyInstance, lifecycle: Lifecycle): v
     lifecycle.draining = true
     closing = true
   })
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     const refuse = closing || (lifecycle.draining && request.routeOptions.url === '/readyz')
-    if (!refuse) return
+    if (!refuse) return done()
     reply.header('connection', 'close')
     reply.header('retry-after', '1')
-    return sendError(reply, 'shuttingDown', 'this instance is shutting down; retry on another')
+    sendError(reply, 'shuttingDown', 'this instance is shutting down; retry on another')
   })
 }

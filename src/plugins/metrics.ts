@@ -74,8 +74,9 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest()
  * bearer token when `token` is set (compared in constant time, as hashes of equal length).
  */
 export function registerMetrics(app: FastifyInstance, metrics: Metrics, token?: string): void {
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     metrics.request(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, reply.elapsedTime / 1000)
+    done()
   })
   const expected = token === undefined ? undefined : sha256(`Bearer ${token}`)
   app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {

@@ -13,7 +13,9 @@ export function requestId(req: IncomingMessage): string {
 
 /** Sends X-Request-Id on every response, errors and 404s included. */
 export function registerRequestId(app: FastifyInstance): void {
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks here and in other per-request plugins: an async hook costs a promise per request.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
 }
