@@ -130,12 +130,25 @@ export function startReference(listBody: string, context: ServerContext): Promis
   )
 }
 
-/** Starts the built service (dist/) on a database URL; its first start creates the bench token. */
-export function startService(label: string, databaseUrl: string, context: ServerContext): Promise<Server> {
+/**
+ * Starts the built service (dist/) on a database URL; its first start creates the bench token. `nodeArgs` go to
+ * node before the script (the profiler passes --cpu-prof).
+ */
+export function startService(
+  label: string,
+  databaseUrl: string,
+  context: ServerContext,
+  nodeArgs: string[] = [],
+): Promise<Server> {
   const main = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
   return startProcess(
     label,
-    (port) => [main, 'serve', '--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
+    (port) => [
+      ...nodeArgs,
+      main,
+      'serve',
+      ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
+    ],
     // One token at full speed: the per-token rate limit would turn the run into a measure of 429s.
     { LOG_LEVEL: 'info', PLANTSTORE_BOOTSTRAP_TOKEN: context.token, PLANTSTORE_RATE_LIMIT: '0' },
     context,

@@ -1,0 +1,130 @@
+/**
+ * `npm run bench:profile`: runs the service under `node --cpu-prof` while wrk loads it with one scenario, then
+ * says where the CPU time went per request, by part of the service, and leaves the profile for a flame graph.
+ *
+ *   npm run bench:profile -- [--scenario get|post|mix] [--seconds 10] [--postgres] [--out bench/profiles]
+ *
+ * The .cpuprofile opens as a flame chart in Chrome DevTools (Performance, "Load profile") or VS Code; the
+ * .folded file (one stack per line) is what flamegraph.pl, inferno or speedscope turn into a flame graph.
+ */
+import { randomBytes } from 'node:crypto'
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
+import os from 'node:os'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { Cleanup } from './cleanup.js'
+import { detectPinning, pinSelf, requireWrk } from './machine.js'
+import { createBenchSchema } from './postgres.js'
+import { summariseProfile } from './profile-summary.js'
+import { seedRange } from './seed.js'
+import { REPO_DIR, startService } from './servers.js'
+import { runWrk } from './wrk.js'
+
+const SCRIPTS: Record<string, { lua: string; env: Record<string, string> }> = {
+  get: { lua: 'get.lua', env: {} },
+  post: { lua: 'post.lua', env: { PLANTSTORE_BENCH_ID_START: '1000000000', PLANTSTORE_BENCH_ID_STRIDE: '1000000000' } },
+  mix: {
+    lua: 'mix.lua',
+    env: {
+      PLANTSTORE_BENCH_ID_START: '1000000000',
+      PLANTSTORE_BENCH_ID_STRIDE: '1000000000',
+      PLANTSTORE_BENCH_WRITE_EVERY: '10',
+    },
+  },
+}
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      scenario: { type: 'string', default: 'get' },
+      seconds: { type: 'string', default: '10' },
+      postgres: { type: 'boolean', default: false },
+      out: { type: 'string', default: 'bench/profiles' },
+    },
+  })
+  const script = SCRIPTS[values.scenario]
+  if (script === undefined) throw new Error(`--scenario: one of ${Object.keys(SCRIPTS).join(', ')}`)
+  const seconds = Number(values.seconds)
+  if (!Number.isInteger(seconds) || seconds < 1) throw new Error('--seconds: a positive integer')
+  const postgresUrl = process.env.PLANTSTORE_BENCH_POSTGRES_URL
+  if (values.postgres && !postgresUrl) throw new Error('--postgres needs PLANTSTORE_BENCH_POSTGRES_URL')
+  return { ...values, script, seconds, postgresUrl: values.postgres ? postgresUrl : undefined }
+}
+
+/** Requests the service answered, from its own counter (seeding and warm-up included, like the profile). */
+function requestsServed(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    request(`${url}/metrics`, (res) => {
+      let text = ''
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()))
+      res.on('end', () => {
+        const counts = text.match(/^plantstore_http_requests_total\{.*\} \d+$/gm) ?? []
+        resolve(counts.reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0))
+      })
+    })
+      .once('error', reject)
+      .end()
+  })
+}
+
+async function main(): Promise<void> {
+  const opts = options()
+  requireWrk()
+  const cleanup = new Cleanup()
+  const pinning = detectPinning()
+  pinSelf(pinning)
+  try {
+    const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-profile-'))
+    cleanup.add('remove temp folder', () => rmSync(tmpDir, { recursive: true, force: true }))
+    const token = randomBytes(32).toString('base64url')
+    let databaseUrl = `sqlite:${path.join(tmpDir, 'profile.db')}`
+    if (opts.postgresUrl !== undefined) {
+      const schema = await createBenchSchema(opts.postgresUrl)
+      cleanup.add(`drop schema ${schema.name}`, schema.drop)
+      databaseUrl = schema.databaseUrl
+    }
+    const profileDir = path.join(tmpDir, 'profile')
+    const context = { token, cpu: pinning.serverCpu, tmpDir, cleanup }
+    const server = await startService('service', databaseUrl, context, ['--cpu-prof', `--cpu-prof-dir=${profileDir}`])
+    await seedRange(server.url, token, { start: 1, end: 1001 })
+    const load = { url: server.url, lua: opts.script.lua, connections: 50, threads: 1, cpu: pinning.loadCpu }
+    const env = { PLANTSTORE_BENCH_TOKEN: token, ...opts.script.env }
+    await runWrk({ ...load, seconds: 2, env })
+    const measured = await runWrk({ ...load, seconds: opts.seconds, env })
+    const requests = await requestsServed(server.url)
+    await server.stop() // a clean exit writes the profile
+    const [file] = readdirSync(profileDir).filter((name) => name.endsWith('.cpuprofile'))
+    if (file === undefined) throw new Error('the service wrote no .cpuprofile')
+    report(path.join(profileDir, file), opts, requests, measured.rps)
+  } finally {
+    await cleanup.run()
+  }
+}
+
+function report(file: string, opts: ReturnType<typeof options>, requests: number, rps: number): void {
+  const summary = summariseProfile(file)
+  const out = path.resolve(REPO_DIR, opts.out)
+  mkdirSync(out, { recursive: true })
+  const base = `${opts.scenario}-${opts.postgresUrl ? 'postgres' : 'sqlite'}`
+  copyFileSync(file, path.join(out, `${base}.cpuprofile`))
+  writeFileSync(path.join(out, `${base}.folded`), summary.folded)
+  const lines = [
+    `${opts.scenario} on ${opts.postgresUrl ? 'PostgreSQL' : 'SQLite'}: ${Math.round(rps)} req/s under the profiler; ` +
+      `${requests} requests served in ${(summary.totalUs / 1e6).toFixed(1)} s of profile`,
+    '',
+    '| part | share of the time | µs per request |',
+    '| --- | ---: | ---: |',
+    ...summary.parts.map(
+      ({ part, us }) => `| ${part} | ${((100 * us) / summary.totalUs).toFixed(1)}% | ${(us / requests).toFixed(1)} |`,
+    ),
+    `| **all** | 100% | ${(summary.totalUs / requests).toFixed(1)} |`,
+  ]
+  writeFileSync(path.join(out, `${base}.md`), lines.join('\n') + '\n')
+  process.stdout.write(`${lines.join('\n')}\n\nprofile, folded stacks and this table in ${opts.out}/${base}.*\n`)
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench:profile: ${err instanceof Error ? err.message : String(err)}\n`)
+  process.exitCode = 1
+})
