@@ -55,7 +55,7 @@ function listenError(err: unknown, config: Config): Error {
 /** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
 export async function serve(config: Config): Promise<void> {
   const storage = await openConfiguredStorage(config)
-  const shared = config.REDIS_URL === undefined ? undefined : connectRedis(config.REDIS_URL)
+  const shared = config.REDIS_URL === undefined ? undefined : await connectRedis(config.REDIS_URL)
   const lifecycle = { draining: false }
   const app = await buildApp({
     storage,

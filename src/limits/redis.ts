@@ -1,10 +1,14 @@
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 
 /**
  * A Redis client for shared rate limits that fails fast while Redis is away and says so once per outage.
  * It connects once logTo() has given it the service's logger, so even the first failure is logged there.
+ * The client library loads only when Redis is configured (it adds about 25 MB to a process).
  */
-export function connectRedis(url: string): { redis: Redis; logTo(log: { warn: LogFn; info: LogFn }): void } {
+export async function connectRedis(
+  url: string,
+): Promise<{ redis: Redis; logTo(log: { warn: LogFn; info: LogFn }): void }> {
+  const { Redis } = await import('ioredis')
   // No offline queue and one retry: a command fails at once while Redis is down, and the limiter lets the
   // request through instead of holding it.
   const redis = new Redis(url, {

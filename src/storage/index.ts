@@ -1,6 +1,4 @@
 import { redactUrl } from '../redact.js'
-import { PostgresStorage } from './postgres/index.js'
-import { SqliteStorage } from './sqlite/index.js'
 import type { OpenOptions, Storage } from './types.js'
 
 export type { OpenOptions, Storage } from './types.js'
@@ -16,11 +14,20 @@ export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//.test(url)
 }
 
-/** Opens the storage a DATABASE_URL names, migrating it (or checking it is current) as `options` say. */
+/**
+ * Opens the storage a DATABASE_URL names, migrating it (or checking it is current) as `options` say. Each
+ * backend's module (and database client) loads only when used: a process holds one backend's memory, not both.
+ */
 export async function openStorage(url: string, options: OpenOptions = { migrate: true }): Promise<Storage> {
   const file = sqliteFile(url)
-  if (file !== undefined && file !== '') return new SqliteStorage(file, { migrate: options.migrate })
-  if (isPostgresUrl(url)) return PostgresStorage.open(url, options)
+  if (file !== undefined && file !== '') {
+    const { SqliteStorage } = await import('./sqlite/index.js')
+    return new SqliteStorage(file, { migrate: options.migrate })
+  }
+  if (isPostgresUrl(url)) {
+    const { PostgresStorage } = await import('./postgres/index.js')
+    return PostgresStorage.open(url, options)
+  }
   throw new Error(
     `DATABASE_URL: unsupported database URL "${redactUrl(url)}" (expected sqlite:<path> or postgres://...)`,
   )
