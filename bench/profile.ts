@@ -16,6 +16,7 @@ import { parseArgs } from 'node:util'
 import { Cleanup } from './cleanup.js'
 import { detectPinning, pinSelf, requireWrk } from './machine.js'
 import { createBenchSchema } from './postgres.js'
+import { catalogueEnv } from './plants.js'
 import { summariseProfile } from './profile-summary.js'
 import { seedRange } from './seed.js'
 import { REPO_DIR, startService } from './servers.js'
@@ -89,7 +90,7 @@ async function main(): Promise<void> {
     const server = await startService('service', databaseUrl, context, ['--cpu-prof', `--cpu-prof-dir=${profileDir}`])
     await seedRange(server.url, token, { start: 1, end: 1001 })
     const load = { url: server.url, lua: opts.script.lua, connections: 50, threads: 1, cpu: pinning.loadCpu }
-    const env = { PLANTSTORE_BENCH_TOKEN: token, ...opts.script.env }
+    const env = { PLANTSTORE_BENCH_TOKEN: token, PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(), ...opts.script.env }
     await runWrk({ ...load, seconds: 2, env })
     const measured = await runWrk({ ...load, seconds: opts.seconds, env })
     const requests = await requestsServed(server.url)

@@ -2,6 +2,7 @@ import { BLOCK_SIZE, IdPool, formatRanges, type IdBlocks, type IdRange } from '.
 import type { BenchOptions } from './options.js'
 import type { CoreReport, Measurement } from './report.js'
 import { CoreUsage } from './core-usage.js'
+import { catalogueEnv } from './plants.js'
 import { PeakRss } from './rss.js'
 import { LIST_PATH, type Scenario } from './scenarios.js'
 import { seedRange } from './seed.js'
@@ -71,6 +72,7 @@ async function runOnce(scenario: Scenario, target: Target, seconds: number, cont
   const env: Record<string, string> = {
     PLANTSTORE_BENCH_TOKEN: context.token,
     PLANTSTORE_BENCH_LIST_PATH: LIST_PATH,
+    PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(),
     ...scenario.env,
   }
   if (scenario.ids === 'fresh') {

@@ -3,6 +3,8 @@
 --
 --   PLANTSTORE_BENCH_TOKEN          bearer token (kept out of wrk's command line, so `ps` does not show it)
 --   PLANTSTORE_BENCH_LIST_PATH      path of the list request (get, mix)
+--   PLANTSTORE_BENCH_CATALOGUE      the plants POSTed: "name|tag;name|;..."; plant id is entry id % count + 1
+--                                   (bench/plants.ts, which the seeder follows too)
 --   PLANTSTORE_BENCH_ID_START       first fresh id of this run's block (post, mix)
 --   PLANTSTORE_BENCH_ID_STRIDE      ids per thread inside the block, so threads never collide (post, mix)
 --   PLANTSTORE_BENCH_WRITE_EVERY    every Nth request is a POST (mix)
@@ -53,8 +55,18 @@ function bench.fresh_id()
   return id
 end
 
+local catalogue = {}
+for entry in (env('PLANTSTORE_BENCH_CATALOGUE', '') .. ';'):gmatch('([^;]*);') do
+  local name, tag = entry:match('^(.*)|(.*)$')
+  if name ~= nil then catalogue[#catalogue + 1] = { name = name, tag = tag } end
+end
+
+-- The plant bench/plants.ts seedPlant(id) gives (names hold nothing JSON would escape).
 function bench.plant_body(id)
-  return string.format('{"id":%d,"name":"bench plant %d","tag":"bench"}', id, id)
+  if #catalogue == 0 then error('PLANTSTORE_BENCH_CATALOGUE is not set') end
+  local entry = catalogue[id % #catalogue + 1]
+  if entry.tag == '' then return string.format('{"id":%d,"name":"%s"}', id, entry.name) end
+  return string.format('{"id":%d,"name":"%s","tag":"%s"}', id, entry.name, entry.tag)
 end
 
 -- Existing ids to delete, walked range by range. Once they run out, id 0 (never created) gives 404s, which the
