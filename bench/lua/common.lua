@@ -2,9 +2,10 @@
 -- state can read (init's args reach only the thread states, not the main state that runs setup and done).
 --
 --   PLANTSTORE_BENCH_TOKEN          bearer token (kept out of wrk's command line, so `ps` does not show it)
---   PLANTSTORE_BENCH_LIST_PATH      path of the list request (get, mix)
+--   PLANTSTORE_BENCH_LIST_PATH      path of the list request (get, mix, deep)
+--   PLANTSTORE_BENCH_CURSORS        cursors of the pages to request, comma-separated (deep)
 --   PLANTSTORE_BENCH_CATALOGUE      the plants POSTed: "name|tag;name|;..."; plant id is entry id % count + 1
---                                   (bench/plants.ts, which the seeder follows too)
+--                                   (bench/plants.ts, which the seeders follow too)
 --   PLANTSTORE_BENCH_ID_START       first fresh id of this run's block (post, mix)
 --   PLANTSTORE_BENCH_ID_STRIDE      ids per thread inside the block, so threads never collide (post, mix)
 --   PLANTSTORE_BENCH_WRITE_EVERY    every Nth request is a POST (mix)
@@ -23,6 +24,7 @@ bench = {}
 bench.token = env('PLANTSTORE_BENCH_TOKEN')
 bench.list_path = env('PLANTSTORE_BENCH_LIST_PATH', '/plants?limit=20')
 bench.write_every = tonumber(env('PLANTSTORE_BENCH_WRITE_EVERY', '10'))
+bench.cursors = env('PLANTSTORE_BENCH_CURSORS', '')
 -- Separate tables: wrk.format writes Host and Content-Length into the table it is given.
 bench.read_headers = { ['Authorization'] = 'Bearer ' .. bench.token }
 bench.write_headers = { ['Authorization'] = 'Bearer ' .. bench.token, ['Content-Type'] = 'application/json' }
@@ -36,11 +38,12 @@ end
 
 local threads = {}
 
--- Runs in the main state once per thread, before the thread's init: hands each thread its own ids, as globals
--- of the thread's Lua state (first_id, next_id, my_ranges, taken).
+-- Runs in the main state once per thread, before the thread's init: hands each thread its index and its own ids,
+-- as globals of the thread's Lua state (thread_index, first_id, next_id, my_ranges, taken).
 function setup(thread)
   local index = #threads
   threads[index + 1] = thread
+  thread:set('thread_index', index)
   thread:set('first_id', id_start + index * id_stride)
   thread:set('next_id', id_start + index * id_stride)
   thread:set('my_ranges', ranges_by_thread[index + 1] or '')
