@@ -3,9 +3,9 @@ import { LIST_LIMIT } from './scenarios.js'
 /**
  * What a plant shop keeps: common houseplants and garden plants, botanical names and cultivars of the lengths
  * real ones have, most tagged with a kind, some untagged (tag is optional). Plant `id` is entry `id % length`, a
- * rule the seeders (bench/bulk-seed.ts, in JavaScript and in SQL), the API seeder (bench/seed.ts) and the Lua
- * scripts (bench/lua/common.lua, which get this list through the environment) all apply, so every plant with a
- * given id looks the same whoever stored it. Names hold no '"', '\\', '|' or ';' (the Lua scripts put them into
+ * rule the seeder (bench/bulk-seed.ts, in JavaScript for SQLite and in SQL for PostgreSQL) and the Lua scripts
+ * (bench/lua/common.lua, which get this list through the environment) both apply, so every plant with a given id
+ * looks the same whoever stored it. Names hold no '"', '\\', '|' or ';' (the Lua scripts put them into
  * JSON with string.format and receive the list split on '|' and ';').
  */
 export const CATALOGUE: ReadonlyArray<{ name: string; tag?: string }> = [
@@ -52,7 +52,7 @@ export const CATALOGUE: ReadonlyArray<{ name: string; tag?: string }> = [
   { name: 'Dumb cane (Dieffenbachia)' },
 ]
 
-/** The plant stored under `id`: what every seeder and the Lua scripts send for it. */
+/** The plant stored under `id`: what the seeder inserts and the Lua scripts POST for it. */
 export function seedPlant(id: number): { id: number; name: string; tag?: string } {
   const entry = CATALOGUE[id % CATALOGUE.length] as { name: string; tag?: string }
   return entry.tag === undefined ? { id, name: entry.name } : { id, name: entry.name, tag: entry.tag }

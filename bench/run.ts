@@ -209,7 +209,7 @@ function seedingLines(options: BenchOptions): string[] {
       '--database URL`; the service then starts with DATABASE_MIGRATE_ON_START=false) and a token per account ' +
       `from \`plantstore tokens create --account NAME\`: ${accounts.join(', ')}. Then bench/bulk-seed.ts inserts ` +
       "each account's plants 1..n with SQL, straight into the database (the API would take minutes to hours).",
-    `Plants are what bench/plants.ts gives for each id, the same rule the API seeder and the Lua POSTs follow: ` +
+    `Plants are what bench/plants.ts gives for each id, the rule the Lua scripts follow for the plants they POST too: ` +
       `${CATALOGUE.length} house and garden plants (botanical names, cultivars) in turn, ${untagged} of them untagged.`,
     'Checked before measuring, on every service and account: the first page is the expected bytes (for the listed ' +
       "account, byte for byte the reference server's list body) and its Link header holds the cursor the harness " +
