@@ -287,9 +287,18 @@ function summarySections(context: ReportContext): string[] {
   return lines
 }
 
+/** The accounts the run's scenarios used, with their sizes. */
+function accountsText(context: ReportContext): string {
+  const { list, small, large } = context.sizes
+  const parts: string[] = []
+  if (context.scenarios.some((s) => s.compare === 'reference')) parts.push(`listed ${count(list)} plants`)
+  if (context.scenarios.some((s) => s.compare === 'size')) parts.push(`small ${count(small)}`, `large ${count(large)}`)
+  return parts.join(', ')
+}
+
 export function markdownReport(context: ReportContext): string {
   const errors = errorLines(context.measurements)
-  const { list, small, large } = context.sizes
+  const { small, large } = context.sizes
   return [
     '# Benchmark results',
     '',
@@ -297,12 +306,16 @@ export function markdownReport(context: ReportContext): string {
     "of per-round ratios, service req/s over the reference server's req/s in the same round (1.00 would mean the",
     'service is as fast as bare node:http), with the lowest and highest round in brackets.',
     '',
-    'The size scenarios run on the services only: in every round each service serves the same requests on an',
-    `account of ${count(small)} plants and on one of ${count(large)}, one after the other (the order flips every round).`,
-    'Page time is 1 / req/s of a run (with wrk keeping every connection busy, the time the server spends per',
-    `page); the ratio at ${count(large)} over at ${count(small)} is taken per round, and its median should stay at or below`,
-    `${SIZE_TARGET}: a keyset page should not cost more in a bigger store. p50 and p99 ratios are per round too.`,
-    '',
+    ...(context.scenarios.some((s) => s.compare === 'size')
+      ? [
+          'The size scenarios run on the services only: in every round each service serves the same requests on an',
+          `account of ${count(small)} plants and on one of ${count(large)}, one after the other (the order flips every round).`,
+          'Page time is 1 / req/s of a run (with wrk keeping every connection busy, the time the server spends per',
+          `page); the ratio at ${count(large)} over at ${count(small)} is taken per round, and its median should stay at or below`,
+          `${SIZE_TARGET}: a keyset page should not cost more in a bigger store. p50 and p99 ratios are per round too.`,
+          '',
+        ]
+      : []),
     "Columns: p50 and p99 are latency percentiles from wrk; peak RSS is the server process's highest resident",
     'memory during the measured run; "server core: own / other" is the share of the servers\' CPU the server',
     'process used (near 100%: the server is the bottleneck; lower: it waited for the disk or the database, or wrk',
@@ -313,7 +326,7 @@ export function markdownReport(context: ReportContext): string {
     `- Date: ${context.date.toISOString()}`,
     `- Command: \`${context.command}\``,
     `- Mode: ${context.mode}`,
-    `- Accounts (each service holds all three, plants with ids 1..n): listed ${count(list)} plants, small ${count(small)}, large ${count(large)}`,
+    `- Accounts (on every service, plants with ids 1..n): ${accountsText(context)}`,
     `- Machine: ${context.machine}`,
     `- Software: ${context.software}`,
     `- Pinning: ${context.pinning}`,
