@@ -60,7 +60,10 @@ export function pinned(cpu: number | undefined, command: string, args: string[])
   return cpu === undefined ? [command, args] : [TASKSET, ['-c', String(cpu), command, ...args]]
 }
 
-/** Moves the harness (all its threads) off the servers' core, so seeding and sampling do not steal from them. */
+/**
+ * Moves the harness (all its threads) off the servers' core, so its sampling and the delete scenario's top-ups do
+ * not steal from them. Children it starts afterwards inherit this; servers and wrk are pinned on their own.
+ */
 export function pinSelf(pinning: Pinning): void {
   if (pinning.loadCpu === undefined) return
   execFileSync(TASKSET, ['-a', '-p', '-c', String(pinning.loadCpu), String(process.pid)], { stdio: 'ignore' })

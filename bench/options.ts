@@ -1,18 +1,20 @@
 import { parseArgs } from 'node:util'
-import { SCENARIOS, selectScenarios, type Scenario } from './scenarios.js'
+import { SCENARIOS, selectScenarios, type AccountSizes, type Scenario } from './scenarios.js'
 
 export interface BenchOptions {
   quick: boolean
   rounds: number
-  /** Measured seconds per server per round. */
+  /** Measured seconds per server per round (reference scenarios; size scenarios run sizeDuration per account). */
   duration: number
-  /** Unmeasured seconds before each measured run (wrk takes whole seconds). */
+  /** Measured seconds per account per service per round in the size scenarios. */
+  sizeDuration: number
+  /** Unmeasured seconds before each measured run (wrk takes whole seconds); 0 for none. */
   warmup: number
   connections: number
   /** wrk threads: 1 suits a load generator pinned to one core. */
   threads: number
-  /** Plants seeded into the listed account. */
-  seed: number
+  /** Plants in each account (ids 1..n). */
+  sizes: AccountSizes
   scenarios: Scenario[]
   out: string
   /** The arguments as given, for the report's command line. */
@@ -22,22 +24,30 @@ export interface BenchOptions {
 export const HELP = `Usage: npm run bench -- [options]
 
 Benchmarks the service (SQLite; PostgreSQL too when PLANTSTORE_BENCH_POSTGRES_URL is set) against a bare
-node:http reference server with wrk, in interleaved rounds, and writes the results as Markdown.
+node:http reference server with wrk, in interleaved rounds, and writes the results as Markdown. The services'
+databases are seeded before they start: schema and tokens with the service's CLI, plants in bulk with SQL.
 
-  --quick            CI smoke run, not a measurement: 2 rounds of 1 s runs, 1,000 seeded plants (under a minute)
+  --quick            CI smoke run, not a measurement (under a minute): 2 rounds of 1 s runs without warm-up,
+                     accounts of 10,000 (listed), 1,000 (small) and 100,000 (large) plants
   --rounds N         rounds (default 6)
-  --duration S       measured seconds per server per round (default 10)
-  --warmup S         warm-up seconds before each measured run (default 1)
+  --duration S       measured seconds per server per round (default 10); the size scenarios measure half as
+                     long per account (rounded up), as they make two runs per service per round
+  --warmup S         warm-up seconds before each measured run, 0 for none (default 1)
   --connections N    wrk connections (default 50)
   --threads N        wrk threads (default 1)
-  --seed N           plants in the listed account (default 10000)
+  --seed N           plants in the listed account, read and written by get, post, mix, delete (default 100000)
+  --small N          plants in the small account of the size scenarios (default 1000)
+  --large N          plants in the large account of the size scenarios (default 1000000)
   --scenarios LIST   comma-separated, from: ${SCENARIOS.map((s) => s.name).join(', ')} (default all)
   --out FILE         report file (default bench/results.md)`
 
-function positiveInt(flag: string, value: string | undefined, fallback: number): number {
+/** Keyset pages need a page after the first and before the last one: 2 pages and a plant at least. */
+const MIN_PLANTS = 41
+
+function integer(flag: string, value: string | undefined, fallback: number, least: number): number {
   if (value === undefined) return fallback
-  if (!/^[0-9]+$/.test(value) || Number(value) < 1)
-    throw new Error(`--${flag}: expected a positive integer, got "${value}"`)
+  if (!/^[0-9]+$/.test(value) || Number(value) < least)
+    throw new Error(`--${flag}: expected an integer of at least ${least}, got "${value}"`)
   return Number(value)
 }
 
@@ -54,6 +64,8 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
       connections: { type: 'string' },
       threads: { type: 'string' },
       seed: { type: 'string' },
+      small: { type: 'string' },
+      large: { type: 'string' },
       scenarios: { type: 'string' },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -61,14 +73,22 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
   })
   if (values.help) return 'help'
   const quick = values.quick
+  const duration = integer('duration', values.duration, quick ? 1 : 10, 1)
+  const sizes = {
+    list: integer('seed', values.seed, quick ? 10_000 : 100_000, MIN_PLANTS),
+    small: integer('small', values.small, 1000, MIN_PLANTS),
+    large: integer('large', values.large, quick ? 100_000 : 1_000_000, MIN_PLANTS),
+  }
+  if (sizes.large < sizes.small) throw new Error('--large: must be at least --small')
   return {
     quick,
-    rounds: positiveInt('rounds', values.rounds, quick ? 2 : 6),
-    duration: positiveInt('duration', values.duration, quick ? 1 : 10),
-    warmup: positiveInt('warmup', values.warmup, 1),
-    connections: positiveInt('connections', values.connections, 50),
-    threads: positiveInt('threads', values.threads, 1),
-    seed: positiveInt('seed', values.seed, quick ? 1000 : 10_000),
+    rounds: integer('rounds', values.rounds, quick ? 2 : 6, 1),
+    duration,
+    sizeDuration: Math.ceil(duration / 2),
+    warmup: integer('warmup', values.warmup, quick ? 0 : 1, 0),
+    connections: integer('connections', values.connections, 50, 1),
+    threads: integer('threads', values.threads, 1, 1),
+    sizes,
     scenarios: selectScenarios(values.scenarios ?? SCENARIOS.map((s) => s.name).join(',')),
     out: values.out ?? 'bench/results.md',
     args,

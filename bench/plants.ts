@@ -1,15 +1,81 @@
 import { LIST_LIMIT } from './scenarios.js'
 
-/** The plant the seeder stores under `id`; the Lua scripts POST the same shape (bench/lua/common.lua). */
-export function seedPlant(id: number): { id: number; name: string; tag: string } {
-  return { id, name: `bench plant ${id}`, tag: 'bench' }
+/**
+ * What a plant shop keeps: common houseplants and garden plants, botanical names and cultivars of the lengths
+ * real ones have, most tagged with a kind, some untagged (tag is optional). Plant `id` is entry `id % length`, a
+ * rule the seeder (bench/bulk-seed.ts, in JavaScript for SQLite and in SQL for PostgreSQL) and the Lua scripts
+ * (bench/lua/common.lua, which get this list through the environment) both apply, so every plant with a given id
+ * looks the same whoever stored it. Names hold no '"', '\\', '|' or ';' (the Lua scripts put them into
+ * JSON with string.format and receive the list split on '|' and ';').
+ */
+export const CATALOGUE: ReadonlyArray<{ name: string; tag?: string }> = [
+  { name: "Monstera deliciosa 'Thai Constellation'", tag: 'aroid' },
+  { name: 'Snake plant (Dracaena trifasciata)', tag: 'succulent' },
+  { name: 'Fiddle-leaf fig', tag: 'tree' },
+  { name: "Pothos 'Marble Queen'", tag: 'trailing' },
+  { name: 'ZZ plant', tag: 'foliage' },
+  { name: 'Boston fern', tag: 'fern' },
+  { name: 'Peace lily', tag: 'flowering' },
+  { name: 'Aloe vera', tag: 'succulent' },
+  { name: 'Echeveria elegans', tag: 'succulent' },
+  { name: "Calathea orbifolia 'Prayer Plant'", tag: 'foliage' },
+  { name: 'Bird of paradise (Strelitzia reginae)', tag: 'tree' },
+  { name: 'Golden barrel cactus', tag: 'cactus' },
+  { name: 'Bunny ears cactus (Opuntia microdasys)', tag: 'cactus' },
+  { name: 'String of pearls', tag: 'trailing' },
+  { name: 'Rubber plant (Ficus elastica)', tag: 'tree' },
+  { name: "Philodendron 'Pink Princess'", tag: 'aroid' },
+  { name: 'Chinese money plant', tag: 'foliage' },
+  { name: 'Spider plant' },
+  { name: 'English ivy', tag: 'climber' },
+  { name: "Hoya carnosa 'Krimson Queen'", tag: 'climber' },
+  { name: 'Sweet basil', tag: 'herb' },
+  { name: 'Rosemary', tag: 'herb' },
+  { name: 'Lavender (Lavandula angustifolia)', tag: 'herb' },
+  { name: 'Moth orchid (Phalaenopsis)', tag: 'orchid' },
+  { name: "Anthurium andraeanum 'Red Love'", tag: 'flowering' },
+  { name: 'Jade plant', tag: 'succulent' },
+  { name: 'Staghorn fern (Platycerium bifurcatum)', tag: 'fern' },
+  { name: 'Maidenhair fern', tag: 'fern' },
+  { name: 'Venus flytrap', tag: 'carnivorous' },
+  { name: 'Olive tree (Olea europaea)', tag: 'tree' },
+  { name: 'Kentia palm', tag: 'palm' },
+  { name: 'Parlor palm (Chamaedorea elegans)', tag: 'palm' },
+  { name: "Alocasia 'Polly'", tag: 'aroid' },
+  { name: 'Cast iron plant' },
+  { name: 'Tulip bulbs (pack of 10)', tag: 'bulb' },
+  { name: "Japanese maple 'Bloodgood'", tag: 'tree' },
+  { name: 'Climbing rose', tag: 'climber' },
+  { name: 'Tomato seedling', tag: 'vegetable' },
+  { name: "Begonia maculata 'Wightii'", tag: 'flowering' },
+  { name: 'Air plant (Tillandsia ionantha)', tag: 'bromeliad' },
+  { name: 'Dumb cane (Dieffenbachia)' },
+]
+
+/** The plant stored under `id`: what the seeder inserts and the Lua scripts POST for it. */
+export function seedPlant(id: number): { id: number; name: string; tag?: string } {
+  const entry = CATALOGUE[id % CATALOGUE.length] as { name: string; tag?: string }
+  return entry.tag === undefined ? { id, name: entry.name } : { id, name: entry.name, tag: entry.tag }
 }
 
 /**
- * The first page of the seeded account as the service sends it (ascending id; Plant is {name, tag}); the
- * reference server sends these very bytes, and the harness checks the service does too.
+ * The page after plant `after` of an account holding plants 1..n (n > after + limit) as the service sends it:
+ * ascending id, each item exactly a Plant ({name, tag?}).
+ */
+export function pageBody(after: number, limit = LIST_LIMIT): string {
+  const plants = Array.from({ length: limit }, (_, i) => seedPlant(after + i + 1))
+  return JSON.stringify(plants.map(({ name, tag }) => (tag === undefined ? { name } : { name, tag })))
+}
+
+/**
+ * The first page of the listed account as the service sends it; the reference server sends these very bytes,
+ * and the harness checks the service does too.
  */
 export function listBody(): string {
-  const plants = Array.from({ length: LIST_LIMIT }, (_, i) => seedPlant(i + 1))
-  return JSON.stringify(plants.map(({ name, tag }) => ({ name, tag })))
+  return pageBody(0)
+}
+
+/** The catalogue for the Lua scripts: "name|tag;name|;..." (PLANTSTORE_BENCH_CATALOGUE). */
+export function catalogueEnv(): string {
+  return CATALOGUE.map((entry) => `${entry.name}|${entry.tag ?? ''}`).join(';')
 }

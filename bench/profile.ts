@@ -7,17 +7,17 @@
  * The .cpuprofile opens as a flame chart in Chrome DevTools (Performance, "Load profile") or VS Code; the
  * .folded file (one stack per line) is what flamegraph.pl, inferno or speedscope turn into a flame graph.
  */
-import { randomBytes } from 'node:crypto'
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
+import { bulkSeed } from './bulk-seed.js'
 import { Cleanup } from './cleanup.js'
 import { detectPinning, pinSelf, requireWrk } from './machine.js'
 import { createBenchSchema } from './postgres.js'
+import { catalogueEnv } from './plants.js'
 import { summariseProfile } from './profile-summary.js'
-import { seedRange } from './seed.js'
 import { REPO_DIR, startService } from './servers.js'
 import { runWrk } from './wrk.js'
 
@@ -52,7 +52,7 @@ function options() {
   return { ...values, script, seconds, postgresUrl: values.postgres ? postgresUrl : undefined }
 }
 
-/** Requests the service answered, from its own counter (seeding and warm-up included, like the profile). */
+/** Requests the service answered, from its own counter (warm-up included, like the profile). */
 function requestsServed(url: string): Promise<number> {
   return new Promise((resolve, reject) => {
     request(`${url}/metrics`, (res) => {
@@ -77,7 +77,6 @@ async function main(): Promise<void> {
   try {
     const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-profile-'))
     cleanup.add('remove temp folder', () => rmSync(tmpDir, { recursive: true, force: true }))
-    const token = randomBytes(32).toString('base64url')
     let databaseUrl = `sqlite:${path.join(tmpDir, 'profile.db')}`
     if (opts.postgresUrl !== undefined) {
       const schema = await createBenchSchema(opts.postgresUrl)
@@ -85,11 +84,16 @@ async function main(): Promise<void> {
       databaseUrl = schema.databaseUrl
     }
     const profileDir = path.join(tmpDir, 'profile')
-    const context = { token, cpu: pinning.serverCpu, tmpDir, cleanup }
-    const server = await startService('service', databaseUrl, context, ['--cpu-prof', `--cpu-prof-dir=${profileDir}`])
-    await seedRange(server.url, token, { start: 1, end: 1001 })
+    const context = { cpu: pinning.serverCpu, tmpDir, cleanup }
+    // As npm run bench does: schema and token through the CLI, 1,000 plants with SQL, before the service starts.
+    const [account] = await bulkSeed(databaseUrl, [{ name: 'bench-list', plants: 1000 }])
+    const token = account?.token ?? ''
+    const server = await startService('service', databaseUrl, token, context, [
+      '--cpu-prof',
+      `--cpu-prof-dir=${profileDir}`,
+    ])
     const load = { url: server.url, lua: opts.script.lua, connections: 50, threads: 1, cpu: pinning.loadCpu }
-    const env = { PLANTSTORE_BENCH_TOKEN: token, ...opts.script.env }
+    const env = { PLANTSTORE_BENCH_TOKEN: token, PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(), ...opts.script.env }
     await runWrk({ ...load, seconds: 2, env })
     const measured = await runWrk({ ...load, seconds: opts.seconds, env })
     const requests = await requestsServed(server.url)

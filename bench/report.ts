@@ -1,5 +1,5 @@
 import type { CoreShares } from './core-usage.js'
-import type { Scenario } from './scenarios.js'
+import { count, SIZE_TARGET, type AccountKey, type AccountSizes, type Scenario } from './scenarios.js'
 import { max, median, min } from './stats.js'
 import type { WrkResult } from './wrk.js'
 
@@ -10,6 +10,8 @@ export interface Measurement {
   scenario: string
   round: number
   server: string
+  /** The account the run read or wrote. */
+  account: AccountKey
   wrk: WrkResult
   rssBytes: number
   /** How the server's and wrk's cores were used during the run; undefined when not pinned. */
@@ -33,16 +35,20 @@ export interface ReportContext {
   software: string
   pinning: string
   service: string
+  sizes: AccountSizes
   scenarios: Scenario[]
   /** Server labels in run order, reference first. */
   servers: string[]
   measurements: Measurement[]
+  /** How the databases were filled, a line each. */
+  seeding: string[]
   notes: string[]
 }
 
-/** Medians across rounds for one server in one scenario, and its per-round ratios to the reference. */
+/** Medians across rounds for one server (and account) in one scenario. */
 interface Row {
   server: string
+  account: AccountKey
   rps: number
   p50Ms: number
   p99Ms: number
@@ -53,7 +59,17 @@ interface Row {
   serverCpuPct: number | undefined
   otherCpuPct: number | undefined
   loadOtherPct: number | undefined
+  /** Reference scenarios: service req/s over the reference's, per round (empty for the reference itself). */
   ratios: number[]
+}
+
+/** Size scenarios, one server: the large account over the small one, per round. */
+interface SizeRow {
+  server: string
+  /** Page time (1 / req/s) at the large account over the small one. */
+  pageTime: number[]
+  p50: number[]
+  p99: number[]
 }
 
 function corePct(measurements: Measurement[], share: (core: CoreReport) => number): number | undefined {
@@ -61,8 +77,8 @@ function corePct(measurements: Measurement[], share: (core: CoreReport) => numbe
   return median(measurements.map((m) => (m.core ? share(m.core) : 0) * 100))
 }
 
-function rowFor(measurements: Measurement[], server: string): Row | undefined {
-  const own = measurements.filter((m) => m.server === server)
+function rowFor(measurements: Measurement[], server: string, account: AccountKey): Row | undefined {
+  const own = measurements.filter((m) => m.server === server && m.account === account)
   if (own.length === 0) return undefined
   const ratios = own.flatMap((m) => {
     const reference = measurements.find((r) => r.server === REFERENCE && r.round === m.round)
@@ -70,6 +86,7 @@ function rowFor(measurements: Measurement[], server: string): Row | undefined {
   })
   return {
     server,
+    account,
     rps: median(own.map((m) => m.wrk.rps)),
     p50Ms: median(own.map((m) => m.wrk.p50Ms)),
     p99Ms: median(own.map((m) => m.wrk.p99Ms)),
@@ -83,19 +100,51 @@ function rowFor(measurements: Measurement[], server: string): Row | undefined {
   }
 }
 
+function scenarioMeasurements(context: ReportContext, scenario: Scenario): Measurement[] {
+  return context.measurements.filter((m) => m.scenario === scenario.name)
+}
+
+/** Reference scenarios: a row per server; size scenarios: a row per service and account, small first. */
 function rowsFor(context: ReportContext, scenario: Scenario): Row[] {
-  const measurements = context.measurements.filter((m) => m.scenario === scenario.name)
-  return context.servers.flatMap((server) => rowFor(measurements, server) ?? [])
+  const measurements = scenarioMeasurements(context, scenario)
+  const accounts: AccountKey[] = scenario.compare === 'size' ? ['small', 'large'] : ['list']
+  return context.servers.flatMap((server) => accounts.flatMap((account) => rowFor(measurements, server, account) ?? []))
+}
+
+function sizeRowsFor(context: ReportContext, scenario: Scenario): SizeRow[] {
+  const measurements = scenarioMeasurements(context, scenario)
+  return context.servers.flatMap((server) => {
+    const pairs = measurements
+      .filter((m) => m.server === server && m.account === 'large')
+      .flatMap((large) => {
+        const small = measurements.find((m) => m.server === server && m.account === 'small' && m.round === large.round)
+        return small === undefined ? [] : [{ small: small.wrk, large: large.wrk }]
+      })
+    if (pairs.length === 0) return []
+    return [
+      {
+        server,
+        pageTime: pairs.map(({ small, large }) => small.rps / large.rps),
+        p50: pairs.map(({ small, large }) => large.p50Ms / small.p50Ms),
+        p99: pairs.map(({ small, large }) => large.p99Ms / small.p99Ms),
+      },
+    ]
+  })
 }
 
 const int = (n: number): string => Math.round(n).toLocaleString('en-US')
 const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n.toFixed(1))
 const ratio = (r: number): string => r.toFixed(2)
 const pct = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n.toFixed(0)}%`)
+const spread = (values: number[]): string => `${ratio(median(values))} (${ratio(min(values))}–${ratio(max(values))})`
 
 function ratioText(row: Row): string {
   if (row.ratios.length === 0) return row.server === REFERENCE ? '1.00 (itself)' : 'n/a'
-  return `${ratio(median(row.ratios))} (${ratio(min(row.ratios))}–${ratio(max(row.ratios))})`
+  return spread(row.ratios)
+}
+
+function verdict(row: SizeRow): string {
+  return median(row.pageTime) <= SIZE_TARGET ? 'within target' : '**above target**'
 }
 
 function errorText(row: Row): string {
@@ -103,10 +152,10 @@ function errorText(row: Row): string {
   return `**${int(row.non2xx)} non-2xx, ${int(row.socketErrors)} socket**`
 }
 
-function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
+function referenceSection(context: ReportContext, scenario: Scenario): string[] {
   const rows = rowsFor(context, scenario)
   const lines = [
-    `### ${scenario.name}: ${scenario.description}`,
+    `### ${scenario.name}: ${scenario.description(context.sizes)}`,
     '',
     '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | server core: own / other | wrk core: other | req/s vs reference: median (min–max) |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
@@ -122,17 +171,68 @@ function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
   return lines
 }
 
-/** "SQLite: get 0.41 (0.39–0.44), post …": a line per backend. */
+function sizeSection(context: ReportContext, scenario: Scenario): string[] {
+  const rows = rowsFor(context, scenario)
+  const sizeRows = sizeRowsFor(context, scenario)
+  const { small, large } = context.sizes
+  const lines = [
+    `### ${scenario.name}: ${scenario.description(context.sizes)}`,
+    '',
+    '| server | account | req/s | p50 ms | p99 ms | peak RSS MiB | errors | server core: own / other | wrk core: other |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...rows.map(
+      (r) =>
+        `| ${r.server} | ${count(context.sizes[r.account])} plants | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.serverCpuPct)} / ${pct(r.otherCpuPct)} | ${pct(r.loadOtherPct)} |`,
+    ),
+    '',
+    `| server | page time at ${count(large)} / at ${count(small)}: median (min–max) | p50 at ${count(large)} / at ${count(small)} | p99 at ${count(large)} / at ${count(small)} | target ≤ ${SIZE_TARGET} |`,
+    '| --- | --- | --- | --- | --- |',
+    ...sizeRows.map(
+      (r) => `| ${r.server} | ${spread(r.pageTime)} | ${spread(r.p50)} | ${spread(r.p99)} | ${verdict(r)} |`,
+    ),
+    '',
+  ]
+  for (const row of sizeRows) lines.push(`${row.server} page time per round: ${row.pageTime.map(ratio).join(', ')}`, '')
+  return lines
+}
+
+function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
+  return scenario.compare === 'size' ? sizeSection(context, scenario) : referenceSection(context, scenario)
+}
+
+/** "SQLite: get 0.41 (0.39–0.44), post …": a line per backend, reference scenarios only. */
 function backendLines(context: ReportContext): string[] {
   return context.servers
     .filter((server) => server !== REFERENCE)
     .map((server) => {
-      const parts = context.scenarios.flatMap((scenario) => {
-        const row = rowsFor(context, scenario).find((r) => r.server === server)
-        return row ? [`${scenario.name} ${ratioText(row)}`] : []
-      })
+      const parts = context.scenarios
+        .filter((scenario) => scenario.compare === 'reference')
+        .flatMap((scenario) => {
+          const row = rowsFor(context, scenario).find((r) => r.server === server)
+          return row ? [`${scenario.name} ${ratioText(row)}`] : []
+        })
       return `- **${server}**: ${parts.join(', ')}`
     })
+}
+
+/** "SQLite: size-first 1.02 (0.98–1.05) within, …": a line per backend, size scenarios only. */
+function sizeLines(context: ReportContext): string[] {
+  return context.servers
+    .filter((server) => server !== REFERENCE)
+    .map((server) => {
+      const parts = context.scenarios
+        .filter((scenario) => scenario.compare === 'size')
+        .flatMap((scenario) => {
+          const row = sizeRowsFor(context, scenario).find((r) => r.server === server)
+          return row ? [`${scenario.name} ${spread(row.pageTime)} (${verdict(row)})`] : []
+        })
+      return `- **${server}**: ${parts.join(', ')}`
+    })
+}
+
+/** "SQLite" for the listed account, "SQLite (large account)" for the others. */
+function runLabel(m: Measurement): string {
+  return m.account === 'list' ? m.server : `${m.server} (${m.account} account)`
 }
 
 /** Measured runs during which other processes took more than BUSY_SHARE of a core the benchmark used. */
@@ -142,7 +242,7 @@ export function busyLines(measurements: Measurement[]): string[] {
     .filter((m) => m.core && (m.core.server.other > BUSY_SHARE || m.core.load.other > BUSY_SHARE))
     .map(
       (m) =>
-        `${m.scenario} round ${m.round} ${m.server}: others took ${percent(m.core?.server.other ?? 0)} of the ` +
+        `${m.scenario} round ${m.round} ${runLabel(m)}: others took ${percent(m.core?.server.other ?? 0)} of the ` +
         `server's core and ${percent(m.core?.load.other ?? 0)} of wrk's`,
     )
 }
@@ -153,7 +253,7 @@ export function errorLines(measurements: Measurement[]): string[] {
     .filter((m) => m.wrk.non2xx > 0 || m.wrk.socketErrors > 0)
     .map(
       (m) =>
-        `${m.scenario} round ${m.round} ${m.server}: ${m.wrk.non2xx} non-2xx of ${m.wrk.requests} responses, ` +
+        `${m.scenario} round ${m.round} ${runLabel(m)}: ${m.wrk.non2xx} non-2xx of ${m.wrk.requests} responses, ` +
         `${m.wrk.socketErrors} socket errors`,
     )
 }
@@ -170,8 +270,35 @@ function busyNotes(measurements: Measurement[]): string[] {
   ]
 }
 
+function summarySections(context: ReportContext): string[] {
+  const lines: string[] = []
+  if (context.scenarios.some((scenario) => scenario.compare === 'reference')) {
+    lines.push('## Service vs reference (req/s ratio per backend)', '', ...backendLines(context), '')
+  }
+  if (context.scenarios.some((scenario) => scenario.compare === 'size')) {
+    const { small, large } = context.sizes
+    lines.push(
+      `## Page cost vs store size (page time at ${count(large)} plants over at ${count(small)}; target ≤ ${SIZE_TARGET})`,
+      '',
+      ...sizeLines(context),
+      '',
+    )
+  }
+  return lines
+}
+
+/** The accounts the run's scenarios used, with their sizes. */
+function accountsText(context: ReportContext): string {
+  const { list, small, large } = context.sizes
+  const parts: string[] = []
+  if (context.scenarios.some((s) => s.compare === 'reference')) parts.push(`listed ${count(list)} plants`)
+  if (context.scenarios.some((s) => s.compare === 'size')) parts.push(`small ${count(small)}`, `large ${count(large)}`)
+  return parts.join(', ')
+}
+
 export function markdownReport(context: ReportContext): string {
   const errors = errorLines(context.measurements)
+  const { small, large } = context.sizes
   return [
     '# Benchmark results',
     '',
@@ -179,6 +306,16 @@ export function markdownReport(context: ReportContext): string {
     "of per-round ratios, service req/s over the reference server's req/s in the same round (1.00 would mean the",
     'service is as fast as bare node:http), with the lowest and highest round in brackets.',
     '',
+    ...(context.scenarios.some((s) => s.compare === 'size')
+      ? [
+          'The size scenarios run on the services only: in every round each service serves the same requests on an',
+          `account of ${count(small)} plants and on one of ${count(large)}, one after the other (the order flips every round).`,
+          'Page time is 1 / req/s of a run (with wrk keeping every connection busy, the time the server spends per',
+          `page); the ratio at ${count(large)} over at ${count(small)} is taken per round, and its median should stay at or below`,
+          `${SIZE_TARGET}: a keyset page should not cost more in a bigger store. p50 and p99 ratios are per round too.`,
+          '',
+        ]
+      : []),
     "Columns: p50 and p99 are latency percentiles from wrk; peak RSS is the server process's highest resident",
     'memory during the measured run; "server core: own / other" is the share of the servers\' CPU the server',
     'process used (near 100%: the server is the bottleneck; lower: it waited for the disk or the database, or wrk',
@@ -189,18 +326,20 @@ export function markdownReport(context: ReportContext): string {
     `- Date: ${context.date.toISOString()}`,
     `- Command: \`${context.command}\``,
     `- Mode: ${context.mode}`,
+    `- Accounts (on every service, plants with ids 1..n): ${accountsText(context)}`,
     `- Machine: ${context.machine}`,
     `- Software: ${context.software}`,
     `- Pinning: ${context.pinning}`,
     `- Service: ${context.service}`,
     '',
-    '## Service vs reference (req/s ratio per backend)',
-    '',
-    ...backendLines(context),
-    '',
+    ...summarySections(context),
     '## Scenarios',
     '',
     ...context.scenarios.flatMap((scenario) => scenarioSection(context, scenario)),
+    '## How the data was seeded',
+    '',
+    ...context.seeding.map((line) => `- ${line}`),
+    '',
     '## Errors',
     '',
     ...(errors.length === 0 ? ['None: every response was 2xx.'] : errors.map((line) => `- **${line}**`)),
@@ -226,23 +365,36 @@ export function textTable(context: ReportContext): string {
     'srv other',
     'wrk other',
     'errors',
-    'vs reference',
+    'ratio',
   ]
-  const rows = context.scenarios.flatMap((scenario) =>
-    rowsFor(context, scenario).map((r) => [
-      scenario.name,
-      r.server,
-      int(r.rps),
-      ms(r.p50Ms),
-      ms(r.p99Ms),
-      r.rssMiB.toFixed(0),
-      pct(r.serverCpuPct),
-      pct(r.otherCpuPct),
-      pct(r.loadOtherPct),
-      r.non2xx + r.socketErrors === 0 ? '0' : `${int(r.non2xx + r.socketErrors)} !!`,
-      r.server === REFERENCE ? '' : ratioText(r),
-    ]),
-  )
+  const rows = context.scenarios.flatMap((scenario) => {
+    const sizeRows = scenario.compare === 'size' ? sizeRowsFor(context, scenario) : []
+    return rowsFor(context, scenario).map((r) => {
+      let ratioCell = r.server === REFERENCE ? '' : `${ratioText(r)} vs reference`
+      let server = r.server
+      if (scenario.compare === 'size') {
+        server = `${r.server} ${count(context.sizes[r.account])}`
+        const sizeRow = sizeRows.find((row) => row.server === r.server)
+        ratioCell =
+          r.account === 'large' && sizeRow
+            ? `page time ${spread(sizeRow.pageTime)} vs ${count(context.sizes.small)} (${verdict(sizeRow).replace(/\*/g, '')} ≤ ${SIZE_TARGET})`
+            : ''
+      }
+      return [
+        scenario.name,
+        server,
+        int(r.rps),
+        ms(r.p50Ms),
+        ms(r.p99Ms),
+        r.rssMiB.toFixed(0),
+        pct(r.serverCpuPct),
+        pct(r.otherCpuPct),
+        pct(r.loadOtherPct),
+        r.non2xx + r.socketErrors === 0 ? '0' : `${int(r.non2xx + r.socketErrors)} !!`,
+        ratioCell,
+      ]
+    })
+  })
   const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => (row[i] ?? '').length)))
   const line = (row: string[]): string =>
     row.map((cell, i) => (i < 2 || i === 10 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ')

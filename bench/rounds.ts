@@ -3,57 +3,65 @@ import type { BenchOptions } from './options.js'
 import type { CoreReport, Measurement } from './report.js'
 import { CoreUsage } from './core-usage.js'
 import { PeakRss } from './rss.js'
-import { LIST_PATH, type Scenario } from './scenarios.js'
-import { seedRange } from './seed.js'
+import { catalogueEnv } from './plants.js'
+import { ACCOUNT_NAMES, count, LIST_PATH, type AccountKey, type Scenario } from './scenarios.js'
+import { insertPlants } from './bulk-seed.js'
 import type { Server } from './servers.js'
 import { runWrk, type WrkResult } from './wrk.js'
 
 /** A server under test and what the harness knows about its data. */
 export interface Target {
   server: Server
+  /** Each account's token on this server; the reference knows the listed account only. */
+  tokens: Partial<Record<AccountKey, string>>
+  /** The service's database, for the delete scenario's top-ups; undefined for the reference. */
+  databaseUrl: string | undefined
   /** Ids that exist and may be deleted; undefined for the reference, which stores nothing. */
   pool: IdPool | undefined
   /** Highest req/s seen per scenario (warm-ups included), to size the next delete run. */
   rates: Map<string, number>
-  /** Plants seeded only for the delete scenario (beyond those the post and mix runs left), for the report. */
+  /** Plants inserted only for the delete scenario (beyond those the post and mix runs left), for the report. */
   seededToDelete: number
 }
 
 export interface RoundsContext {
   options: BenchOptions
-  token: string
+  /** Cursors of the deep pages of each account, comma-separated (the same ids on every service). */
+  cursors: Partial<Record<AccountKey, string>>
   serverCpu: number | undefined
   loadCpu: number | undefined
   blocks: IdBlocks
   log: (line: string) => void
 }
 
+/** Rate assumed (req/s) when no post or delete run on the target has shown one yet. */
+const FLOOR_RATE = 5000
+
 /**
- * Ids a delete run can use: the target's whole pool, first topped up by seeding to 1.5 times what the fastest rate
- * seen on this target (delete, post or seeding) would use. Generous on purpose: rates on a noisy machine swing
- * several-fold between runs, running out shows as 404s, and ids a run does not reach stay for the next one, so
- * over-seeding costs only what is left at the very end.
+ * Ids a delete run can use: the target's whole pool, first topped up to 3 times what the fastest post or delete
+ * rate seen on this target would use. Generous on purpose: rates on a noisy machine swing several-fold between runs,
+ * running out shows as 404s, and ids a run does not reach stay for the next one. Top-ups go straight into the
+ * database (bench/bulk-seed.ts) while the service is idle between runs: a fraction of a second, where seeding them
+ * through the API would take as long as deleting them.
  */
 async function existingIds(target: Target, seconds: number, context: RoundsContext): Promise<IdRange[][]> {
   const { threads, connections } = context.options
   const pool = target.pool
-  if (pool === undefined) {
+  if (pool === undefined || target.databaseUrl === undefined) {
     // The reference deletes nothing, so any ids do.
     const scratch = new IdPool()
     const start = context.blocks.take()
     scratch.add({ start, end: start + BLOCK_SIZE })
     return scratch.take(BLOCK_SIZE, threads)
   }
-  const rate = Math.max(...['delete', 'post', 'seed'].map((name) => target.rates.get(name) ?? 0), 1000)
-  const needed = Math.ceil(rate * seconds * 1.5) + connections
+  const rate = Math.max(...['delete', 'post'].map((name) => target.rates.get(name) ?? 0), FLOOR_RATE)
+  const needed = Math.ceil(rate * seconds * 3) + connections
   if (pool.size < needed) {
     const start = context.blocks.take()
     const range = { start, end: start + needed - pool.size }
-    const seeded = await seedRange(target.server.url, context.token, range)
+    await insertPlants(target.databaseUrl, ACCOUNT_NAMES.list, range)
     target.seededToDelete += range.end - range.start
-    context.log(
-      `  seeded ${range.end - range.start} plants to delete on ${target.server.label} at ${Math.round(seeded)}/s`,
-    )
+    context.log(`  inserted ${range.end - range.start} plants to delete on ${target.server.label}`)
     pool.add(range)
   }
   return pool.take(pool.size, threads)
@@ -65,13 +73,31 @@ function recordCreated(pool: IdPool, result: WrkResult, context: RoundsContext):
   for (const thread of result.threads) pool.add({ start: thread.first + 1, end: thread.next - inFlight })
 }
 
-/** One wrk run of a scenario against a target; the peak RSS is measured over the run. */
-async function runOnce(scenario: Scenario, target: Target, seconds: number, context: RoundsContext) {
+function tokenOf(target: Target, account: AccountKey): string {
+  const token = target.tokens[account]
+  if (token === undefined) throw new Error(`${target.server.label} has no ${account} account`)
+  return token
+}
+
+/** One wrk run of a scenario against a target's account; the peak RSS is measured over the run. */
+async function runOnce(
+  scenario: Scenario,
+  target: Target,
+  account: AccountKey,
+  seconds: number,
+  context: RoundsContext,
+) {
   const { options } = context
   const env: Record<string, string> = {
-    PLANTSTORE_BENCH_TOKEN: context.token,
+    PLANTSTORE_BENCH_TOKEN: tokenOf(target, account),
     PLANTSTORE_BENCH_LIST_PATH: LIST_PATH,
+    PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(),
     ...scenario.env,
+  }
+  if (scenario.pages === 'deep') {
+    const cursors = context.cursors[account]
+    if (cursors === undefined) throw new Error(`no cursors for the ${account} account`)
+    env.PLANTSTORE_BENCH_CURSORS = cursors
   }
   if (scenario.ids === 'fresh') {
     env.PLANTSTORE_BENCH_ID_START = String(context.blocks.take())
@@ -117,7 +143,7 @@ function progressLine(
   scenario: Scenario,
   round: number,
   rounds: number,
-  server: string,
+  label: string,
   wrk: WrkResult,
   core: CoreReport | undefined,
 ): string {
@@ -130,25 +156,58 @@ function progressLine(
       : `  server core: own ${percent(core.server.own)} other ${percent(core.server.other)};` +
         ` wrk core: other ${percent(core.load.other)}`
   return (
-    `  ${scenario.name} ${round}/${rounds} ${server.padEnd(10)} ${Math.round(wrk.rps).toString().padStart(7)} req/s` +
+    `  ${scenario.name} ${round}/${rounds} ${label.padEnd(15)} ${Math.round(wrk.rps).toString().padStart(7)} req/s` +
     `  p50 ${wrk.p50Ms.toFixed(2)} ms  p99 ${wrk.p99Ms.toFixed(2)} ms${other}${warning}`
   )
 }
 
+/** The runs of one round: [target, account] in order. */
+function roundPlan(scenario: Scenario, targets: Target[], round: number): Array<[Target, AccountKey]> {
+  if (scenario.compare === 'reference') return targets.map((target) => [target, 'list'])
+  // Size: the services only, each on both accounts back to back; the order flips every round, so neither
+  // account always runs first (after the other account's load, or right after another server's).
+  const accounts: AccountKey[] = round % 2 === 1 ? ['small', 'large'] : ['large', 'small']
+  return targets
+    .filter((target) => target.pool !== undefined)
+    .flatMap((target) => accounts.map((account): [Target, AccountKey] => [target, account]))
+}
+
+/** Measured seconds of one run of the scenario. */
+export function runSeconds(scenario: Scenario, options: BenchOptions): number {
+  return scenario.compare === 'size' ? options.sizeDuration : options.duration
+}
+
+/** How many runs one round of the scenario makes over these targets (for the time estimate). */
+export function runsPerRound(scenario: Scenario, targets: Target[]): number {
+  return roundPlan(scenario, targets, 1).length
+}
+
 /**
- * Interleaved rounds: in each, every target in turn gets a warm-up then a measured run, so slow drift of a noisy
- * machine hits all servers alike and each round's ratio compares runs made moments apart.
+ * Interleaved rounds: in each, every target (and, in size scenarios, each of its two accounts) in turn gets a
+ * warm-up then a measured run, so slow drift of a noisy machine hits all alike and each round's ratio compares runs
+ * made moments apart.
  */
 export async function runScenario(scenario: Scenario, targets: Target[], context: RoundsContext) {
-  const { rounds, warmup, duration } = context.options
+  const { rounds, warmup, sizes } = context.options
+  const seconds = runSeconds(scenario, context.options)
   const measurements: Measurement[] = []
-  context.log(`${scenario.name}: ${scenario.description}`)
+  context.log(`${scenario.name}: ${scenario.description(sizes)}`)
   for (let round = 1; round <= rounds; round++) {
-    for (const target of targets) {
-      await runOnce(scenario, target, warmup, context)
-      const { wrk, rssBytes, core } = await runOnce(scenario, target, duration, context)
-      context.log(progressLine(scenario, round, rounds, target.server.label, wrk, core))
-      measurements.push({ scenario: scenario.name, round, server: target.server.label, wrk, rssBytes, core })
+    for (const [target, account] of roundPlan(scenario, targets, round)) {
+      if (warmup > 0) await runOnce(scenario, target, account, warmup, context)
+      const { wrk, rssBytes, core } = await runOnce(scenario, target, account, seconds, context)
+      const label =
+        scenario.compare === 'size' ? `${target.server.label} ${count(sizes[account])}` : target.server.label
+      context.log(progressLine(scenario, round, rounds, label, wrk, core))
+      measurements.push({
+        scenario: scenario.name,
+        round,
+        server: target.server.label,
+        account,
+        wrk,
+        rssBytes,
+        core,
+      })
     }
   }
   return measurements

@@ -7,61 +7,180 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { bulkSeed, type AccountPlan, type SeededAccount } from './bulk-seed.js'
 import { Cleanup } from './cleanup.js'
 import { IdBlocks, IdPool } from './id-pool.js'
 import { detectPinning, machineSummary, pinSelf, requireWrk, wrkVersion, type Pinning } from './machine.js'
 import { HELP, parseOptions, type BenchOptions } from './options.js'
-import { listBody } from './plants.js'
+import { CATALOGUE, listBody, pageBody } from './plants.js'
 import { redactUrl } from '../src/redact.js'
+import { encodeCursor } from '../src/routes/cursor.js'
 import { createBenchSchema, postgresVersion } from './postgres.js'
 import { errorLines, markdownReport, REFERENCE, textTable, type Measurement } from './report.js'
-import { runScenario, type RoundsContext, type Target } from './rounds.js'
-import { LIST_PATH } from './scenarios.js'
-import { getText, seedRange } from './seed.js'
+import { runScenario, runSeconds, type RoundsContext, type Target } from './rounds.js'
+import { ACCOUNT_NAMES, count, LIST_LIMIT, LIST_PATH, type AccountKey, type AccountSizes } from './scenarios.js'
+import { getPage } from './http.js'
 import { REPO_DIR, startReference, startService, type ServerContext } from './servers.js'
 
-const POSTGRES_URL = process.env.PLANTSTORE_BENCH_POSTGRES_URL
+const POSTGRES_URL = process.env.PLANTSTORE_BENCH_POSTGRES_URL || undefined
+
+/** Deep-page cursors per account: positions spread evenly across it, the Lua script picks among them at random. */
+const DEEP_CURSORS = 1000
+
+/** Rough bulk insert rates (plants/s) on a small machine, for the time estimate only. */
+const INSERT_RATE = { SQLite: 300_000, PostgreSQL: 150_000 }
 
 function log(line: string): void {
   process.stdout.write(line + '\n')
 }
 
-function newTarget(server: Target['server'], withPool: boolean): Target {
-  return { server, pool: withPool ? new IdPool() : undefined, rates: new Map(), seededToDelete: 0 }
+/** The accounts the chosen scenarios use. */
+function neededAccounts(options: BenchOptions): AccountKey[] {
+  const keys: AccountKey[] = []
+  if (options.scenarios.some((s) => s.compare === 'reference')) keys.push('list')
+  if (options.scenarios.some((s) => s.compare === 'size')) keys.push('small', 'large')
+  return keys
 }
 
-/** Reference, SQLite on a fresh file, and PostgreSQL in a fresh schema when configured; all on the servers' core. */
-async function startTargets(context: ServerContext): Promise<Target[]> {
-  const targets = [newTarget(await startReference(listBody(), context), false)]
-  const sqliteFile = path.join(context.tmpDir, 'bench.db')
-  targets.push(newTarget(await startService('SQLite', `sqlite:${sqliteFile}`, context), true))
-  if (POSTGRES_URL !== undefined && POSTGRES_URL !== '') {
-    const schema = await createBenchSchema(POSTGRES_URL)
-    context.cleanup.add(`drop schema ${schema.name}`, schema.drop)
-    log(`PostgreSQL: schema ${schema.name} at ${redactUrl(POSTGRES_URL)}`)
-    targets.push(newTarget(await startService('PostgreSQL', schema.databaseUrl, context), true))
+function plansFor(options: BenchOptions): AccountPlan[] {
+  return neededAccounts(options).map((key) => ({ name: ACCOUNT_NAMES[key], plants: options.sizes[key] }))
+}
+
+function tokensOf(seeded: SeededAccount[]): Target['tokens'] {
+  const tokens: Target['tokens'] = {}
+  for (const key of Object.keys(ACCOUNT_NAMES) as AccountKey[]) {
+    const account = seeded.find((a) => a.name === ACCOUNT_NAMES[key])
+    if (account) tokens[key] = account.token
   }
-  return targets
+  return tokens
+}
+
+function newTarget(server: Target['server'], tokens: Target['tokens'], databaseUrl?: string): Target {
+  const pool = databaseUrl === undefined ? undefined : new IdPool()
+  return { server, tokens, databaseUrl, pool, rates: new Map(), seededToDelete: 0 }
+}
+
+/** Seeds a backend's database (bench/bulk-seed.ts), then starts the service on it; a line for the report. */
+async function seededService(
+  label: 'SQLite' | 'PostgreSQL',
+  databaseUrl: string,
+  options: BenchOptions,
+  context: ServerContext,
+) {
+  const started = performance.now()
+  const seeded = await bulkSeed(databaseUrl, plansFor(options))
+  const seconds = (performance.now() - started) / 1000
+  const plants = seeded.map((a) => `${count(a.plants)} in ${a.insertSeconds.toFixed(1)} s`).join(', ')
+  const how =
+    label === 'SQLite'
+      ? 'one prepared INSERT run per plant in one transaction (better-sqlite3)'
+      : 'one INSERT … SELECT FROM generate_series per account, then VACUUM (ANALYZE) plants (what autovacuum would soon do)'
+  const line = `${label}: ${how}; plants inserted ${plants}; ${seconds.toFixed(1)} s with the CLI calls`
+  log(`seeded ${label}: ${plants} (${seconds.toFixed(1)} s in all)`)
+  const tokens = tokensOf(seeded)
+  const probe = seeded[0]?.token ?? ''
+  const server = await startService(label, databaseUrl, probe, context)
+  return { target: newTarget(server, tokens, databaseUrl), line }
 }
 
 /**
- * Seeds plants 1..n into every service's account (the largest count any chosen scenario needs) and checks the
- * first page is byte for byte what the reference sends, so GETs compare like with like.
+ * The reference (when a scenario compares with it), SQLite on a fresh file and PostgreSQL in a fresh schema when
+ * configured, each service seeded before it starts; all on the servers' core. The three get ready side by side
+ * (the seeding is mostly waiting for CLI processes and the database); all settle before any failure is thrown, so
+ * cleanup knows every server and schema.
  */
-async function seedServices(targets: Target[], options: BenchOptions, token: string): Promise<string[]> {
-  const plants = Math.max(options.seed, ...options.scenarios.map((s) => s.plants ?? 0))
-  const notes: string[] = []
-  for (const target of targets.filter((t) => t.pool !== undefined)) {
-    const rate = await seedRange(target.server.url, token, { start: 1, end: plants + 1 })
-    target.rates.set('seed', rate)
-    log(`seeded ${plants} plants into ${target.server.label} at ${Math.round(rate)}/s`)
-    notes.push(
-      `${target.server.label}: seeded ${plants} plants through the API at ${Math.round(rate)} POST/s (50 concurrent)`,
+async function startTargets(options: BenchOptions, context: ServerContext) {
+  const starts: Array<Promise<{ target: Target; line?: string }>> = []
+  if (neededAccounts(options).includes('list')) {
+    const token = randomBytes(32).toString('base64url')
+    starts.push(
+      startReference(listBody(), token, context).then((server) => ({ target: newTarget(server, { list: token }) })),
     )
-    const body = await getText(target.server.url, token, LIST_PATH)
-    if (body !== listBody()) throw new Error(`${target.server.label} lists other bytes than the reference:\n${body}`)
   }
-  return notes
+  starts.push(seededService('SQLite', `sqlite:${path.join(context.tmpDir, 'bench.db')}`, options, context))
+  if (POSTGRES_URL !== undefined) {
+    starts.push(
+      createBenchSchema(POSTGRES_URL).then((schema) => {
+        context.cleanup.add(`drop schema ${schema.name}`, schema.drop)
+        log(`PostgreSQL: schema ${schema.name} at ${redactUrl(POSTGRES_URL)}`)
+        return seededService('PostgreSQL', schema.databaseUrl, options, context)
+      }),
+    )
+  }
+  const settled = await Promise.allSettled(starts)
+  const failed = settled.find((result) => result.status === 'rejected')
+  if (failed) throw failed.reason
+  const started = settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []))
+  return {
+    targets: started.map((s) => s.target),
+    seeding: started.flatMap((s) => (s.line === undefined ? [] : [s.line])),
+  }
+}
+
+/** Ids after which the deep pages start: spread evenly from the second page to the one before the last. */
+function deepPositions(plants: number): number[] {
+  const first = LIST_LIMIT
+  const last = plants - LIST_LIMIT - 1
+  const n = Math.min(DEEP_CURSORS, last - first + 1)
+  if (n <= 1) return [first]
+  return Array.from({ length: n }, (_, i) => first + Math.floor((i * (last - first)) / (n - 1)))
+}
+
+function cursorPath(after: number): string {
+  return `${LIST_PATH}&cursor=${encodeCursor(BigInt(after))}`
+}
+
+async function expectPage(target: Target, account: AccountKey, path: string, body: string, link: string | undefined) {
+  const label = `${target.server.label}, ${account} account, GET ${path}`
+  const page = await getPage(target.server.url, target.tokens[account] ?? '', path)
+  if (page.status !== 200) throw new Error(`${label}: ${page.status} ${page.body}`)
+  if (page.body !== body) throw new Error(`${label}: other bytes than expected:\n${page.body}\nexpected:\n${body}`)
+  if (page.link !== link) throw new Error(`${label}: Link ${page.link ?? '(none)'}, expected ${link ?? '(none)'}`)
+}
+
+/**
+ * Before measuring, on every service and account: the first page is the expected bytes (for the listed account,
+ * byte for byte the reference's list body, so GETs compare like with like) and links to the next page with the
+ * cursor the harness encodes (src/routes/cursor.ts), so the deep pages' cursors are ones the service issues; a
+ * deep page and the last page (no Link: the account holds exactly plants 1..n) are the expected bytes too.
+ */
+async function checkPages(targets: Target[], sizes: AccountSizes): Promise<void> {
+  const reference = targets.find((t) => t.server.label === REFERENCE)
+  const referenceBody = reference && (await getPage(reference.server.url, reference.tokens.list ?? '', LIST_PATH)).body
+  for (const target of targets.filter((t) => t.pool !== undefined)) {
+    for (const account of Object.keys(target.tokens) as AccountKey[]) {
+      const plants = sizes[account]
+      const first = account === 'list' && referenceBody !== undefined ? referenceBody : pageBody(0)
+      await expectPage(target, account, LIST_PATH, first, `<${cursorPath(LIST_LIMIT)}>; rel="next"`)
+      const positions = deepPositions(plants)
+      const deep = positions[Math.floor(positions.length / 2)] ?? LIST_LIMIT
+      await expectPage(
+        target,
+        account,
+        cursorPath(deep),
+        pageBody(deep),
+        `<${cursorPath(deep + LIST_LIMIT)}>; rel="next"`,
+      )
+      await expectPage(target, account, cursorPath(plants - LIST_LIMIT), pageBody(plants - LIST_LIMIT), undefined)
+    }
+  }
+}
+
+/** What the chosen scenarios will take, roughly: seeding, then every run. */
+function estimateSeconds(options: BenchOptions): { seeding: number; runs: number } {
+  const backends = POSTGRES_URL === undefined ? ['SQLite' as const] : (['SQLite', 'PostgreSQL'] as const)
+  const plants = plansFor(options).reduce((sum, plan) => sum + plan.plants, 0)
+  // Side by side (startTargets): the slower backend sets the time.
+  const seeding = Math.max(...backends.map((backend) => 3 + plants / INSERT_RATE[backend]))
+  const runs = options.scenarios.reduce((sum, scenario) => {
+    const perRound = scenario.compare === 'size' ? backends.length * 2 : backends.length + 1
+    return sum + options.rounds * perRound * (options.warmup + runSeconds(scenario, options))
+  }, 0)
+  return { seeding, runs }
+}
+
+function duration(seconds: number): string {
+  return seconds < 90 ? `${Math.round(seconds)} s` : `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`
 }
 
 function commandLine(options: BenchOptions): string {
@@ -73,11 +192,31 @@ function commandLine(options: BenchOptions): string {
 
 function modeLine(options: BenchOptions): string {
   const kind = options.quick ? 'quick (smoke test, not a measurement)' : 'full'
+  const warmup = options.warmup === 0 ? 'no warm-up' : `${options.warmup} s warm-up`
   return (
-    `${kind}: ${options.rounds} rounds; per server per scenario per round ${options.warmup} s warm-up then ` +
-    `${options.duration} s measured; ${options.connections} connections, ${options.threads === 1 ? '1 wrk thread' : `${options.threads} wrk threads`}; ` +
-    `${options.seed} plants in the listed account`
+    `${kind}: ${options.rounds} rounds; per server per scenario per round ${warmup} then ${options.duration} s ` +
+    `measured (size scenarios: per service per account ${options.sizeDuration} s); ${options.connections} ` +
+    `connections, ${options.threads === 1 ? '1 wrk thread' : `${options.threads} wrk threads`}`
   )
+}
+
+/** How every service's database was filled, whatever the backend. */
+function seedingLines(options: BenchOptions): string[] {
+  const accounts = neededAccounts(options).map((key) => `${ACCOUNT_NAMES[key]} (${count(options.sizes[key])} plants)`)
+  const untagged = CATALOGUE.filter((entry) => entry.tag === undefined).length
+  return [
+    "Before each service starts, its empty database gets the schema from the service's CLI (`plantstore migrate " +
+      '--database URL`; the service then starts with DATABASE_MIGRATE_ON_START=false) and a token per account ' +
+      `from \`plantstore tokens create --account NAME\`: ${accounts.join(', ')}. Then bench/bulk-seed.ts inserts ` +
+      "each account's plants 1..n with SQL, straight into the database (the API would take minutes to hours).",
+    `Plants are what bench/plants.ts gives for each id, the rule the Lua scripts follow for the plants they POST too: ` +
+      `${CATALOGUE.length} house and garden plants (botanical names, cultivars) in turn, ${untagged} of them untagged.`,
+    'Checked before measuring, on every service and account: the first page is the expected bytes (for the listed ' +
+      "account, byte for byte the reference server's list body) and its Link header holds the cursor the harness " +
+      'encodes with src/routes/cursor.ts for the deep pages; a deep page and the last page (no Link) are the ' +
+      `expected bytes too. The size-deep script picks among ${DEEP_CURSORS} (fewer in a small account) cursors ` +
+      'spread evenly from the second page to the one before the last.',
+  ]
 }
 
 function serviceLine(): string {
@@ -99,24 +238,34 @@ async function softwareLine(): Promise<string> {
 }
 
 async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup): Promise<number> {
+  const started = performance.now()
   const loadBefore = os.loadavg()[0] ?? 0
   const service = serviceLine() // at the start: the code measured, whatever is committed meanwhile
+  const estimate = estimateSeconds(options)
+  log(
+    `bench: estimated ~${duration(estimate.seeding + estimate.runs)}: seeding and starts ~${duration(estimate.seeding)}, ` +
+      `measuring ${options.scenarios.map((s) => s.name).join(', ')} ~${duration(estimate.runs)}`,
+  )
   const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-'))
   cleanup.add('remove temp folder', () => rmSync(tmpDir, { recursive: true, force: true }))
-  const token = randomBytes(32).toString('base64url')
-  const targets = await startTargets({ token, cpu: pinning.serverCpu, tmpDir, cleanup })
+  const { targets, seeding } = await startTargets(options, { cpu: pinning.serverCpu, tmpDir, cleanup })
+  await checkPages(targets, options.sizes)
+  // Only now: seeding used both cores (the CLI processes, the SQLite inserts) while no server was measured.
+  pinSelf(pinning)
+  log(`pages checked; seeding and starts took ${duration((performance.now() - started) / 1000)}`)
   const notes = [
     `load average (1 min) before the servers started: ${loadBefore.toFixed(2)} on ${os.cpus().length} cores`,
-    ...(await seedServices(targets, options, token)),
   ]
-  const runs = options.scenarios.length * options.rounds * targets.length * (options.warmup + options.duration)
-  log(
-    `running ${options.scenarios.length} scenarios × ${options.rounds} rounds × ${targets.length} servers: ~${Math.ceil(runs / 60)} min`,
-  )
 
+  const cursors: RoundsContext['cursors'] = {}
+  for (const account of ['small', 'large'] as const) {
+    cursors[account] = deepPositions(options.sizes[account])
+      .map((after) => encodeCursor(BigInt(after)))
+      .join(',')
+  }
   const context: RoundsContext = {
     options,
-    token,
+    cursors,
     serverCpu: pinning.serverCpu,
     loadCpu: pinning.loadCpu,
     blocks: new IdBlocks(),
@@ -124,11 +273,15 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
   }
   const measurements: Measurement[] = []
   for (const scenario of options.scenarios) measurements.push(...(await runScenario(scenario, targets, context)))
-  for (const target of targets.filter((t) => t.seededToDelete > 0)) {
-    notes.push(
-      `${target.server.label}: ${target.seededToDelete} plants seeded between delete runs (beyond what post and mix left)`,
+  const topUps = targets.filter((t) => t.seededToDelete > 0).map((t) => `${t.seededToDelete} on ${t.server.label}`)
+  if (topUps.length > 0) {
+    seeding.push(
+      `Plants the delete scenario needed beyond those post and mix created were inserted the same way between ` +
+        `runs (ids far above the seeded ones; the service idle): ${topUps.join(', ')}.`,
     )
   }
+  const took = duration((performance.now() - started) / 1000)
+  notes.push(`the run took ${took} (estimated ~${duration(estimate.seeding + estimate.runs)})`)
 
   const report = {
     date: new Date(),
@@ -138,13 +291,15 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     software: await softwareLine(),
     pinning: pinning.note,
     service,
+    sizes: options.sizes,
     scenarios: options.scenarios,
     servers: targets.map((t) => t.server.label),
     measurements,
+    seeding: [...seedingLines(options), ...seeding],
     notes,
   }
   writeFileSync(path.resolve(REPO_DIR, options.out), markdownReport(report))
-  log(`\n${textTable(report)}\n\nwritten to ${options.out}`)
+  log(`\n${textTable(report)}\n\nwritten to ${options.out}; took ${took}`)
   return reportErrors(measurements)
 }
 
@@ -164,7 +319,6 @@ async function main(): Promise<void> {
   requireWrk()
   const cleanup = new Cleanup()
   const pinning = detectPinning()
-  pinSelf(pinning)
   log(`bench: ${pinning.note}; reference server = "${REFERENCE}"`)
   try {
     process.exitCode = await measure(options, pinning, cleanup)

@@ -1,44 +1,109 @@
 /**
  * The benchmark's scenarios, one row each: add a row (and its Lua script under bench/lua/) to add a scenario.
- * Every scenario runs against the reference server too, which answers the same requests with the least work
- * Node can do, so the ratio service / reference says how much of the machine's ceiling the service reaches.
+ *
+ * Two kinds. 'reference' scenarios run against the reference server too, which answers the same requests with
+ * the least work Node can do, so the ratio service / reference says how much of the machine's ceiling the service
+ * reaches. 'size' scenarios run on the services only, each on an account of few plants and one of many, in turn
+ * within every round, so the ratio large / small says whether a page costs more in a bigger store.
  */
 export interface Scenario {
   name: string
-  /** What is measured, for the report. */
-  description: string
+  /** What is measured, for the report; `sizes` are the accounts' plant counts of this run. */
+  description: (sizes: AccountSizes) => string
   /** Script under bench/lua/. */
   lua: string
+  compare: 'reference' | 'size'
   /**
    * Ids the script needs: 'none'; 'fresh' (POSTs new plants: the run gets an id block of its own); 'existing'
    * (DELETEs plants that exist: the harness hands it ids it knows were created and not deleted yet).
    */
   ids: 'none' | 'fresh' | 'existing'
-  /** Plants the listed account must hold (ids 1..n) before the scenario runs; the options' seed when absent. */
-  plants?: number
+  /** 'deep': the harness gives the script cursors to pages spread across the account (size scenarios). */
+  pages?: 'first' | 'deep'
   /** Extra environment for the Lua script (see bench/lua/common.lua). */
   env?: Record<string, string>
 }
+
+/**
+ * The accounts every service holds, each with plants 1..n: `list` is the one the reference scenarios read and
+ * write; `small` and `large` are compared by the size scenarios and nothing writes to them.
+ */
+export interface AccountSizes {
+  list: number
+  small: number
+  large: number
+}
+export type AccountKey = keyof AccountSizes
+
+/** The account names given to `plantstore tokens create`. */
+export const ACCOUNT_NAMES: Record<AccountKey, string> = {
+  list: 'bench-list',
+  small: 'bench-small',
+  large: 'bench-large',
+}
+
+/** Page time at the large account over the small one that the size scenarios aim at (issue 5). */
+export const SIZE_TARGET = 1.5
 
 /** The list request every reading scenario sends; the reference serves the matching 20 plants. */
 export const LIST_LIMIT = 20
 export const LIST_PATH = `/plants?limit=${LIST_LIMIT}`
 
+/** 1000 → "1k", 1000000 → "1M", else with separators. */
+export function count(n: number): string {
+  if (n >= 1e6 && n % 1e6 === 0) return `${n / 1e6}M`
+  if (n >= 1e3 && n % 1e3 === 0) return `${n / 1e3}k`
+  return n.toLocaleString('en-US')
+}
+
 export const SCENARIOS: readonly Scenario[] = [
-  { name: 'get', description: `GET ${LIST_PATH} on the seeded account`, lua: 'get.lua', ids: 'none' },
-  { name: 'post', description: 'POST /plants with fresh ids', lua: 'post.lua', ids: 'fresh' },
+  {
+    name: 'get',
+    description: (sizes) => `GET ${LIST_PATH} (first page) on an account of ${count(sizes.list)} plants`,
+    lua: 'get.lua',
+    compare: 'reference',
+    ids: 'none',
+  },
+  {
+    name: 'post',
+    description: () => 'POST /plants with fresh ids',
+    lua: 'post.lua',
+    compare: 'reference',
+    ids: 'fresh',
+  },
   {
     name: 'mix',
-    description: `90% GET ${LIST_PATH}, 10% POST /plants with fresh ids`,
+    description: () => `90% GET ${LIST_PATH}, 10% POST /plants with fresh ids`,
     lua: 'mix.lua',
+    compare: 'reference',
     ids: 'fresh',
     env: { PLANTSTORE_BENCH_WRITE_EVERY: '10' },
   },
   {
     name: 'delete',
-    description: 'DELETE /plants/{id} of existing plants, each id once',
+    description: () => 'DELETE /plants/{id} of existing plants, each id once',
     lua: 'delete.lua',
+    compare: 'reference',
     ids: 'existing',
+  },
+  {
+    name: 'size-first',
+    description: (sizes) =>
+      `GET ${LIST_PATH} (first page) on an account of ${count(sizes.large)} plants vs one of ${count(sizes.small)}`,
+    lua: 'get.lua',
+    compare: 'size',
+    ids: 'none',
+    pages: 'first',
+  },
+  {
+    name: 'size-deep',
+    description: (sizes) =>
+      `GET ${LIST_PATH}&cursor=… (keyset pages at random positions across the account) on an account of ` +
+      `${count(sizes.large)} plants vs one of ${count(sizes.small)}`,
+    lua: 'deep.lua',
+    compare: 'size',
+    ids: 'none',
+    pages: 'deep',
   },
 ]
 

@@ -21,7 +21,6 @@ export interface Server {
 
 /** What every server start needs from the harness. */
 export interface ServerContext {
-  token: string
   cpu: number | undefined
   tmpDir: string
   cleanup: Cleanup
@@ -86,6 +85,7 @@ async function startProcess(
   label: string,
   args: (port: number) => string[],
   env: Record<string, string>,
+  token: string,
   context: ServerContext,
 ) {
   const port = await freePort()
@@ -102,7 +102,7 @@ async function startProcess(
   const stop = stopper(child)
   context.cleanup.add(`stop ${label}`, stop)
   const url = `http://127.0.0.1:${port}`
-  await waitReady(child, url, context.token, label, logFile)
+  await waitReady(child, url, token, label, logFile)
   return { label, url, pid: child.pid as number, stop }
 }
 
@@ -117,26 +117,31 @@ function compileReference(tmpDir: string): string {
   return file
 }
 
-export function startReference(listBody: string, context: ServerContext): Promise<Server> {
+/** Starts the reference server, which accepts `token` only and answers every list request with `listBody`. */
+export function startReference(listBody: string, token: string, context: ServerContext): Promise<Server> {
   const script = compileReference(context.tmpDir)
   return startProcess(
     'reference',
     (port) => [script, String(port)],
     {
-      PLANTSTORE_BENCH_TOKEN: context.token,
+      PLANTSTORE_BENCH_TOKEN: token,
       PLANTSTORE_BENCH_LIST_BODY: listBody,
     },
+    token,
     context,
   )
 }
 
 /**
- * Starts the built service (dist/) on a database URL; its first start creates the bench token. `nodeArgs` go to
- * node before the script (the profiler passes --cpu-prof).
+ * Starts the built service (dist/) on a database the harness has seeded (bench/bulk-seed.ts): migrated by the CLI
+ * (so the service does not migrate on start, as in production) and holding the accounts' tokens; `token` is one
+ * of them, to check the service is ready. `nodeArgs` go to node before the script (the profiler passes
+ * --cpu-prof).
  */
 export function startService(
   label: string,
   databaseUrl: string,
+  token: string,
   context: ServerContext,
   nodeArgs: string[] = [],
 ): Promise<Server> {
@@ -149,8 +154,9 @@ export function startService(
       'serve',
       ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
     ],
-    // One token at full speed: the per-token rate limit would turn the run into a measure of 429s.
-    { LOG_LEVEL: 'info', PLANTSTORE_BOOTSTRAP_TOKEN: context.token, PLANTSTORE_RATE_LIMIT: '0' },
+    // Full speed for every token: the per-token rate limit would turn the run into a measure of 429s.
+    { LOG_LEVEL: 'info', DATABASE_MIGRATE_ON_START: 'false', PLANTSTORE_RATE_LIMIT: '0' },
+    token,
     context,
   )
 }

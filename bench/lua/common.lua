@@ -2,7 +2,10 @@
 -- state can read (init's args reach only the thread states, not the main state that runs setup and done).
 --
 --   PLANTSTORE_BENCH_TOKEN          bearer token (kept out of wrk's command line, so `ps` does not show it)
---   PLANTSTORE_BENCH_LIST_PATH      path of the list request (get, mix)
+--   PLANTSTORE_BENCH_LIST_PATH      path of the list request (get, mix, deep)
+--   PLANTSTORE_BENCH_CURSORS        cursors of the pages to request, comma-separated (deep)
+--   PLANTSTORE_BENCH_CATALOGUE      the plants POSTed: "name|tag;name|;..."; plant id is entry id % count + 1
+--                                   (bench/plants.ts, which the seeders follow too)
 --   PLANTSTORE_BENCH_ID_START       first fresh id of this run's block (post, mix)
 --   PLANTSTORE_BENCH_ID_STRIDE      ids per thread inside the block, so threads never collide (post, mix)
 --   PLANTSTORE_BENCH_WRITE_EVERY    every Nth request is a POST (mix)
@@ -21,6 +24,7 @@ bench = {}
 bench.token = env('PLANTSTORE_BENCH_TOKEN')
 bench.list_path = env('PLANTSTORE_BENCH_LIST_PATH', '/plants?limit=20')
 bench.write_every = tonumber(env('PLANTSTORE_BENCH_WRITE_EVERY', '10'))
+bench.cursors = env('PLANTSTORE_BENCH_CURSORS', '')
 -- Separate tables: wrk.format writes Host and Content-Length into the table it is given.
 bench.read_headers = { ['Authorization'] = 'Bearer ' .. bench.token }
 bench.write_headers = { ['Authorization'] = 'Bearer ' .. bench.token, ['Content-Type'] = 'application/json' }
@@ -34,11 +38,12 @@ end
 
 local threads = {}
 
--- Runs in the main state once per thread, before the thread's init: hands each thread its own ids, as globals
--- of the thread's Lua state (first_id, next_id, my_ranges, taken).
+-- Runs in the main state once per thread, before the thread's init: hands each thread its index and its own ids,
+-- as globals of the thread's Lua state (thread_index, first_id, next_id, my_ranges, taken).
 function setup(thread)
   local index = #threads
   threads[index + 1] = thread
+  thread:set('thread_index', index)
   thread:set('first_id', id_start + index * id_stride)
   thread:set('next_id', id_start + index * id_stride)
   thread:set('my_ranges', ranges_by_thread[index + 1] or '')
@@ -53,8 +58,18 @@ function bench.fresh_id()
   return id
 end
 
+local catalogue = {}
+for entry in (env('PLANTSTORE_BENCH_CATALOGUE', '') .. ';'):gmatch('([^;]*);') do
+  local name, tag = entry:match('^(.*)|(.*)$')
+  if name ~= nil then catalogue[#catalogue + 1] = { name = name, tag = tag } end
+end
+
+-- The plant bench/plants.ts seedPlant(id) gives (names hold nothing JSON would escape).
 function bench.plant_body(id)
-  return string.format('{"id":%d,"name":"bench plant %d","tag":"bench"}', id, id)
+  if #catalogue == 0 then error('PLANTSTORE_BENCH_CATALOGUE is not set') end
+  local entry = catalogue[id % #catalogue + 1]
+  if entry.tag == '' then return string.format('{"id":%d,"name":"%s"}', id, entry.name) end
+  return string.format('{"id":%d,"name":"%s","tag":"%s"}', id, entry.name, entry.tag)
 end
 
 -- Existing ids to delete, walked range by range. Once they run out, id 0 (never created) gives 404s, which the

@@ -1,0 +1,128 @@
+/**
+ * Seeds a service's database before the service starts, fast and the way an operator would set one up: the
+ * schema and the accounts' tokens through the service's own CLI (dist/cli/main.js migrate and tokens create), then
+ * the plants with SQL in one statement or transaction per account (seeding millions through the API would take
+ * longer than the benchmark). The rows are those the API would store (bench/plants.ts decides every plant); the
+ * harness checks pages the service then serves against the expected bytes.
+ */
+import { execFile } from 'node:child_process'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import Database from 'better-sqlite3'
+import postgres from 'postgres'
+import type { IdRange } from './id-pool.js'
+import { CATALOGUE, seedPlant } from './plants.js'
+import { REPO_DIR } from './servers.js'
+
+const run = promisify(execFile)
+
+/** An account to create and fill with plants 1..plants. */
+export interface AccountPlan {
+  /** Account name, given to `tokens create --account`. */
+  name: string
+  plants: number
+}
+
+/** A seeded account: its token (from the CLI) and how long its plants took to insert. */
+export interface SeededAccount extends AccountPlan {
+  token: string
+  insertSeconds: number
+}
+
+/** Runs the service's CLI from dist/ and returns its stdout; a failure carries its stderr. */
+async function cli(args: string[]): Promise<string> {
+  const main = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
+  try {
+    const { stdout } = await run(process.execPath, [main, ...args], { cwd: REPO_DIR, encoding: 'utf8' })
+    return stdout
+  } catch (err) {
+    const { stderr, message } = err as { stderr?: string; message: string }
+    throw new Error(`plantstore ${args.slice(0, 2).join(' ')} failed: ${stderr?.trim() || message}`)
+  }
+}
+
+/** `tokens create` prints the secret alone on stdout's first line (details go to stderr). */
+async function createToken(databaseUrl: string, account: string): Promise<string> {
+  const stdout = await cli(['tokens', 'create', '--account', account, '--label', 'bench', '--database', databaseUrl])
+  const secret = stdout.split('\n')[0]?.trim() ?? ''
+  if (secret === '') throw new Error(`tokens create --account ${account} printed no token`)
+  return secret
+}
+
+/** Plants with ids in `range` through one prepared insert in one transaction. */
+function insertSqlite(file: string, account: string, range: IdRange): void {
+  const db = new Database(file, { timeout: 10_000 })
+  try {
+    const row = db.prepare('SELECT id FROM accounts WHERE name = ?').get(account) as { id: number } | undefined
+    if (row === undefined) throw new Error(`SQLite: no account ${account} after tokens create`)
+    const insert = db.prepare('INSERT INTO plants (account_id, id, name, tag) VALUES (?, ?, ?, ?)')
+    db.transaction(() => {
+      for (let id = range.start; id < range.end; id++) {
+        const plant = seedPlant(id)
+        insert.run(row.id, id, plant.name, plant.tag ?? null)
+      }
+    })()
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * Plants with ids in `range` in one INSERT ... SELECT FROM generate_series, the catalogue passed as two arrays
+ * indexed the way seedPlant() picks its entry (id % length).
+ */
+async function insertPostgres(databaseUrl: string, account: string, range: IdRange): Promise<void> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  try {
+    const [row] = await sql<Array<{ id: string }>>`SELECT id::text FROM accounts WHERE name = ${account}`
+    if (row === undefined) throw new Error(`PostgreSQL: no account ${account} after tokens create`)
+    const names = CATALOGUE.map((entry) => entry.name)
+    const tags = CATALOGUE.map((entry) => entry.tag ?? null)
+    await sql`INSERT INTO plants (account_id, id, name, tag)
+      SELECT ${row.id}::bigint, g, (${names}::text[])[g % ${names.length} + 1], (${tags}::text[])[g % ${names.length} + 1]
+      FROM generate_series(${range.start}::bigint, ${range.end - 1}::bigint) AS g`
+  } finally {
+    await sql.end()
+  }
+}
+
+/**
+ * After the bulk insert, what autovacuum would soon do on its own: statistics for the planner and the visibility
+ * map, so the measured runs see the table in its steady state rather than the first reads setting hint bits.
+ */
+async function vacuumPostgres(databaseUrl: string): Promise<void> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  try {
+    await sql`VACUUM (ANALYZE) plants`
+  } finally {
+    await sql.end()
+  }
+}
+
+/**
+ * Inserts the plants with ids in `range` into an existing account, with SQL: before the service starts, or between
+ * runs while it is idle (the delete scenario's top-ups).
+ */
+export async function insertPlants(databaseUrl: string, account: string, range: IdRange): Promise<void> {
+  if (databaseUrl.startsWith('sqlite:')) insertSqlite(databaseUrl.slice('sqlite:'.length), account, range)
+  else await insertPostgres(databaseUrl, account, range)
+}
+
+/**
+ * Migrates the database with `plantstore migrate`, creates each account's token with `plantstore tokens
+ * create`, then inserts its plants. `databaseUrl` is the service's: sqlite:FILE or a postgres:// URL (with its
+ * search_path).
+ */
+export async function bulkSeed(databaseUrl: string, accounts: AccountPlan[]): Promise<SeededAccount[]> {
+  await cli(['migrate', '--database', databaseUrl])
+  // Side by side: each is a process start or so of waiting, and the store serialises their writes itself.
+  const tokens = await Promise.all(accounts.map((account) => createToken(databaseUrl, account.name)))
+  const seeded: SeededAccount[] = []
+  for (const [index, account] of accounts.entries()) {
+    const started = performance.now()
+    await insertPlants(databaseUrl, account.name, { start: 1, end: account.plants + 1 })
+    seeded.push({ ...account, token: tokens[index] ?? '', insertSeconds: (performance.now() - started) / 1000 })
+  }
+  if (!databaseUrl.startsWith('sqlite:')) await vacuumPostgres(databaseUrl)
+  return seeded
+}
