@@ -15,22 +15,20 @@ const MAX_BATCH = 256
 /**
  * Group commit: writes queued in the same event-loop turn run in one IMMEDIATE transaction and share one
  * commit (one fsync with synchronous=FULL). Each caller's promise settles only after that commit, so nothing
- * is acknowledged before it is on disk. Each write runs in its own savepoint: one failing write is rolled back
- * and reported alone while the others commit.
+ * is acknowledged before it is on disk. A write that throws is reported to its caller alone while the others
+ * commit: SQLite undoes a failed statement by itself, so each write may make at most one change (one modifying
+ * statement; reads around it are fine). Savepoints would lift that rule but cost as much as the insert itself.
  */
 export class GroupCommit {
   readonly #db: Database
-  readonly #isolated: (write: () => unknown) => unknown
   #queue: PendingWrite[] = []
   #scheduled = false
 
   constructor(db: Database) {
     this.#db = db
-    // A transaction function called inside a transaction runs as a savepoint.
-    this.#isolated = db.transaction((write: () => unknown) => write())
   }
 
-  /** Queues `write` (synchronous SQL on this database) and resolves with its result once committed. */
+  /** Queues `write` (synchronous SQL, one change at most) and resolves with its result once committed. */
   run<T>(write: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ write, resolve: resolve as (value: unknown) => void, reject })
@@ -74,7 +72,7 @@ export class GroupCommit {
 
   #attempt(pending: PendingWrite): Outcome {
     try {
-      return { ok: true, value: this.#isolated(pending.write) }
+      return { ok: true, value: pending.write() }
     } catch (err) {
       // Some errors (disk full, I/O) make SQLite roll back the whole transaction: the batch fails as one.
       if (!this.#db.inTransaction) throw err
