@@ -117,10 +117,17 @@ export class PostgresStorage implements Storage {
     const sql = this.#sql
     const tag = page.tag === undefined ? sql`` : sql`AND tag = ${page.tag}`
     const after = page.after === undefined ? sql`` : sql`AND id > ${page.after}`
-    return guard(
-      () => sql<StoredPlant[]>`SELECT id, name, tag FROM plants
-        WHERE account_id = ${accountId} ${tag} ${after} ORDER BY id LIMIT ${page.limit}`,
+    // The page comes back as one JSON text instead of a row per plant: the client's per-row decoding cost more
+    // than the query. Ids travel as text, since JSON numbers cannot hold every int64.
+    const [row] = await guard(
+      () => sql<
+        { page: string }[]
+      >`SELECT coalesce(json_agg(json_build_array(id::text, name, tag) ORDER BY id), '[]')::text
+        AS page FROM (SELECT id, name, tag FROM plants
+          WHERE account_id = ${accountId} ${tag} ${after} ORDER BY id LIMIT ${page.limit}) p`,
     )
+    const items = JSON.parse(row!.page) as Array<[id: string, name: string, tag: string | null]>
+    return items.map(([id, name, tag]) => ({ id: BigInt(id), name, tag }))
   }
 
   async deletePlant(accountId: number, id: bigint): Promise<boolean> {
