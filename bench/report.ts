@@ -287,6 +287,79 @@ function summarySections(context: ReportContext): string[] {
   return lines
 }
 
+/** Issue 5's targets, one per line; `value` reads a backend's figure, undefined when the run did not measure it. */
+const TARGETS: ReadonlyArray<{
+  target: string
+  value: (context: ReportContext, server: string) => { text: string; met: boolean } | undefined
+}> = [
+  { target: 'GET /plants?limit=20: ≥ 0.50 of the reference GET', value: ratioTarget('get', 0.5) },
+  { target: 'durable POST /plants: ≥ 0.40 of the reference POST', value: ratioTarget('post', 0.4) },
+  { target: 'GET p99 at 50 connections: < 10 ms', value: p99Target('get', 10) },
+  { target: 'durable POST p99 at 50 connections: < 20 ms', value: p99Target('post', 20) },
+  { target: `first page, large account: ≤ ${SIZE_TARGET}× the small one's page time`, value: sizeTarget('size-first') },
+  { target: `deep pages, large account: ≤ ${SIZE_TARGET}× the small one's page time`, value: sizeTarget('size-deep') },
+  {
+    target: 'peak RSS under load: < 150 MB (highest of all its runs)',
+    value: (context, server) => {
+      const own = context.measurements.filter((m) => m.server === server)
+      if (own.length === 0) return undefined
+      const peak = max(own.map((m) => m.rssBytes)) / 1e6
+      return { text: `${peak.toFixed(0)} MB`, met: peak < 150 }
+    },
+  },
+]
+
+function scenarioNamed(context: ReportContext, name: string): Scenario | undefined {
+  return context.scenarios.find((scenario) => scenario.name === name)
+}
+
+function ratioTarget(name: string, least: number): (typeof TARGETS)[number]['value'] {
+  return (context, server) => {
+    const scenario = scenarioNamed(context, name)
+    const row = scenario && rowsFor(context, scenario).find((r) => r.server === server)
+    if (row === undefined || row.ratios.length === 0) return undefined
+    return { text: ratio(median(row.ratios)), met: median(row.ratios) >= least }
+  }
+}
+
+function p99Target(name: string, belowMs: number): (typeof TARGETS)[number]['value'] {
+  return (context, server) => {
+    const scenario = scenarioNamed(context, name)
+    const row = scenario && rowsFor(context, scenario).find((r) => r.server === server)
+    return row && { text: `${ms(row.p99Ms)} ms`, met: row.p99Ms < belowMs }
+  }
+}
+
+function sizeTarget(name: string): (typeof TARGETS)[number]['value'] {
+  return (context, server) => {
+    const scenario = scenarioNamed(context, name)
+    const row = scenario && sizeRowsFor(context, scenario).find((r) => r.server === server)
+    return row && { text: ratio(median(row.pageTime)), met: median(row.pageTime) <= SIZE_TARGET }
+  }
+}
+
+/** The targets table: a column per backend, each figure marked met or missed. */
+function targetSection(context: ReportContext): string[] {
+  const services = context.servers.filter((server) => server !== REFERENCE)
+  const rows = TARGETS.map(({ target, value }) => {
+    const cells = services.map((server) => {
+      const result = value(context, server)
+      return result === undefined ? 'not measured' : `${result.text} ${result.met ? 'met' : '**missed**'}`
+    })
+    return `| ${target} | ${cells.join(' | ')} |`
+  })
+  return [
+    '## Targets (issue 5)',
+    '',
+    `| target | ${services.join(' | ')} |`,
+    `| --- | ${services.map(() => '---').join(' | ')} |`,
+    ...rows,
+    '',
+    "Where a target is missed, the README's Performance section says where the time goes and what was tried.",
+    '',
+  ]
+}
+
 /** The accounts the run's scenarios used, with their sizes. */
 function accountsText(context: ReportContext): string {
   const { list, small, large } = context.sizes
@@ -333,6 +406,7 @@ export function markdownReport(context: ReportContext): string {
     `- Service: ${context.service}`,
     '',
     ...summarySections(context),
+    ...targetSection(context),
     '## Scenarios',
     '',
     ...context.scenarios.flatMap((scenario) => scenarioSection(context, scenario)),
