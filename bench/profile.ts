@@ -54,13 +54,19 @@ function options() {
 
 /** Requests the service answered, from its own counter (warm-up included, like the profile). */
 function requestsServed(url: string): Promise<number> {
+  // The service inherits this environment, PLANTSTORE_METRICS_TOKEN included.
+  const token = process.env.PLANTSTORE_METRICS_TOKEN
+  const headers = token ? { authorization: `Bearer ${token}` } : {}
   return new Promise((resolve, reject) => {
-    request(`${url}/metrics`, (res) => {
+    request(`${url}/metrics`, { headers }, (res) => {
       let text = ''
       res.on('data', (chunk: Buffer) => (text += chunk.toString()))
       res.on('end', () => {
         const counts = text.match(/^plantstore_http_requests_total\{.*\} \d+$/gm) ?? []
-        resolve(counts.reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0))
+        const total = counts.reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0)
+        if (res.statusCode !== 200 || total === 0)
+          reject(new Error(`GET /metrics: ${res.statusCode}, no request count`))
+        else resolve(total)
       })
     })
       .once('error', reject)

@@ -1,4 +1,5 @@
-import type { Database } from 'better-sqlite3'
+import type { Database, Transaction } from 'better-sqlite3'
+import { StorageUnavailableError } from '../../errors.js'
 import { translate } from './errors.js'
 
 interface PendingWrite {
@@ -15,17 +16,21 @@ const MAX_BATCH = 256
 /**
  * Group commit: writes queued in the same event-loop turn run in one IMMEDIATE transaction and share one
  * commit (one fsync with synchronous=FULL). Each caller's promise settles only after that commit, so nothing
- * is acknowledged before it is on disk. A write that throws is reported to its caller alone while the others
- * commit: SQLite undoes a failed statement by itself, so each write may make at most one change (one modifying
- * statement; reads around it are fine). Savepoints would lift that rule but cost as much as the insert itself.
+ * is acknowledged before it is on disk. A write that throws (a constraint) is reported to its caller alone while
+ * the others commit: SQLite undoes a failed statement by itself, so each write may make at most one change (one
+ * modifying statement; reads around it are fine). Savepoints would lift that rule but cost as much as the insert
+ * itself. When the database cannot serve (lock busy past the timeout, disk full, I/O error) the whole batch rolls
+ * back and every write in it fails with StorageUnavailableError.
  */
 export class GroupCommit {
   readonly #db: Database
+  readonly #commit: Transaction<(batch: PendingWrite[]) => Outcome[]>
   #queue: PendingWrite[] = []
   #scheduled = false
 
   constructor(db: Database) {
     this.#db = db
+    this.#commit = db.transaction((batch: PendingWrite[]) => batch.map((pending) => this.#attempt(pending)))
   }
 
   /** Queues `write` (synchronous SQL, one change at most) and resolves with its result once committed. */
@@ -57,7 +62,9 @@ export class GroupCommit {
     if (batch.length === 0) return
     let outcomes: Outcome[]
     try {
-      outcomes = this.#db.transaction(() => batch.map((pending) => this.#attempt(pending))).immediate()
+      // Inside an open transaction better-sqlite3 would run the batch as a savepoint: released, never committed.
+      if (this.#db.inTransaction) throw new Error('group commit: the connection is already in a transaction')
+      outcomes = this.#commit.immediate(batch)
     } catch (err) {
       const error = translate(err)
       for (const pending of batch) pending.reject(error)
@@ -71,12 +78,20 @@ export class GroupCommit {
   }
 
   #attempt(pending: PendingWrite): Outcome {
+    let value: unknown
     try {
-      return { ok: true, value: pending.write() }
+      value = pending.write()
     } catch (err) {
-      // Some errors (disk full, I/O) make SQLite roll back the whole transaction: the batch fails as one.
-      if (!this.#db.inTransaction) throw err
-      return { ok: false, error: translate(err) }
+      const error = translate(err)
+      // Disk full, I/O errors, a lost lock: the whole batch rolls back and fails as one (SQLite may have rolled
+      // it back already). Anything else (a constraint) is that write's own failure.
+      if (error instanceof StorageUnavailableError || !this.#db.inTransaction) throw err
+      return { ok: false, error }
     }
+    // Its awaited part would run after the commit, outside the transaction.
+    if (typeof (value as { then?: unknown } | null)?.then === 'function') {
+      throw new TypeError('group commit: a write must be synchronous')
+    }
+    return { ok: true, value }
   }
 }

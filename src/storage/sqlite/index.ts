@@ -52,7 +52,8 @@ function pageSql(tag: boolean, after: boolean, limit: number): string {
 
 type PageRow = [id: bigint, name: string, tag: string | null]
 
-// Page statements kept prepared; the oldest is dropped beyond this (limits go up to 1000, shapes to 4).
+// Page statements kept prepared; the least recently used is dropped beyond this (the route asks for up to 1001
+// rows, in 4 shapes).
 const PAGE_STATEMENTS_MAX = 64
 
 /**
@@ -144,7 +145,11 @@ export class SqliteStorage implements Storage {
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`page limit ${limit} is not a positive integer`)
     const key = `${tag}:${after}:${limit}`
     let statement = this.#pages.get(key)
-    if (statement === undefined) {
+    if (statement !== undefined) {
+      // Most recently used last: Map iteration order is insertion order, so eviction takes the least recent.
+      this.#pages.delete(key)
+      this.#pages.set(key, statement)
+    } else {
       statement = this.#db
         .prepare(pageSql(tag, after, limit))
         .safeIntegers(true)

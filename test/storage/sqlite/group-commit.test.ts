@@ -79,6 +79,41 @@ describe('SQLite group commit', () => {
     db.close()
   })
 
+  test('rolls back the whole batch and fails every write in it with unavailability when the disk is full', async () => {
+    openFresh('full.db')
+    const pages = db.pragma('page_count', { simple: true }) as number
+    db.pragma(`max_page_count = ${pages + 2}`)
+    const big = 'x'.repeat(3000)
+    const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => writes.run(insert(i, big))))
+    for (const result of results) {
+      assert.equal(result.status, 'rejected')
+      assert.ok((result as PromiseRejectedResult).reason instanceof StorageUnavailableError)
+    }
+    assert.equal(db.inTransaction, false)
+    assert.equal(db.prepare('SELECT count(*) FROM t').pluck().get(), 0, 'nothing of the failed batch is kept')
+    db.close()
+  })
+
+  test('commits every write of a turn larger than one batch, each answered with its own result', async () => {
+    openFresh('many.db')
+    const results = await Promise.all(
+      Array.from({ length: 600 }, (_, i) => writes.run(() => insert(i, `v${i}`)().changes)),
+    )
+    assert.deepEqual(results, Array<number>(600).fill(1))
+    assert.equal(db.prepare('SELECT count(*) FROM t').pluck().get(), 600)
+    db.close()
+  })
+
+  test('refuses to acknowledge writes while the connection is inside a transaction it did not open', async () => {
+    openFresh('nested.db')
+    db.prepare('BEGIN').run()
+    const result = await Promise.allSettled([writes.run(insert(1, 'a'))])
+    assert.equal(result[0]!.status, 'rejected')
+    db.prepare('ROLLBACK').run()
+    assert.equal(db.prepare('SELECT count(*) FROM t').pluck().get(), 0)
+    db.close()
+  })
+
   test('acknowledges a write only once another connection can read it', async () => {
     openFresh('visible.db')
     const reader = new Database(file, { readonly: true })
