@@ -3,7 +3,8 @@ import { Kind, TypeRegistry, Type, type TUnsafe } from '@sinclair/typebox'
 export const INT64_MIN = -(2n ** 63n)
 export const INT64_MAX = 2n ** 63n - 1n
 
-const CANONICAL_INTEGER = /^-?(0|[1-9][0-9]*)$/
+// One spelling per value: no leading zeros, no "-0".
+const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/
 
 /** True when `value` is a bigint inside the signed 64-bit range. */
 export function isInt64(value: unknown): value is bigint {

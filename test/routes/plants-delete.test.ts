@@ -60,7 +60,7 @@ for (const backend of backends) {
       }
     })
 
-    for (const id of ['abc', '1.5', '1e3', '9223372036854775808', '-9223372036854775809', '007', '%20', '0x10']) {
+    for (const id of ['abc', '1.5', '1e3', '9223372036854775808', '-9223372036854775809', '007', '-0', '%20', '0x10']) {
       test(`rejects the id "${id}" with 400 naming the path parameter`, async () => {
         const res = await remove(id)
         assert.equal(res.statusCode, 400)
