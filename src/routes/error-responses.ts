@@ -2,17 +2,19 @@ import { Type, type TSchema } from '@sinclair/typebox'
 import { ErrorCatalogue, type ErrorKind } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
 
-const AUTHENTICATED: ErrorKind[] = ['missingToken', 'invalidToken', 'insufficientScope']
+// Every authenticated route can refuse a caller: bad tokens, missing scope, and the rate limits.
+const AUTHENTICATED: ErrorKind[] = ['missingToken', 'invalidToken', 'insufficientScope', 'rateLimited']
 
 const challenge = { 'WWW-Authenticate': Type.String({ description: 'RFC 6750 Bearer challenge' }) }
 const HEADERS: Record<number, Record<string, TSchema>> = {
   401: challenge,
   403: challenge,
+  429: { 'Retry-After': Type.Integer({ description: 'Seconds until the limit resets' }) },
   503: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
 }
 
 /**
- * Response schemas for the given error kinds (plus auth failures, the internal
+ * Response schemas for the given error kinds (plus auth failures, rate limits, the internal
  * error and shutting down), one per status, each describing its catalogue values.
  */
 export function errorResponses(...kinds: ErrorKind[]): Record<number, TSchema> {

@@ -1,8 +1,9 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import type { Storage } from '../../src/storage/index.js'
 import { backends, freshStorage, type TestBackend } from './backends.js'
+import { openApiChecker } from './openapi.js'
 
 /** An app on a fresh database, with a way to mint tokens for it. */
 export interface TestApp {
@@ -17,6 +18,7 @@ export interface TestApp {
 export async function buildTestApp(backend: TestBackend = backends[0]!, tokenCacheTtlMs = 2000): Promise<TestApp> {
   const { storage, dispose } = await freshStorage(backend)
   const app = await buildApp({ storage, tokenCacheTtlMs })
+  checkEveryResponse(app)
   return {
     app,
     storage,
@@ -28,6 +30,22 @@ export async function buildTestApp(backend: TestBackend = backends[0]!, tokenCac
       await dispose()
     },
   }
+}
+
+/**
+ * Every response a test gets from `app.inject` is checked against the app's own OpenAPI document, read at the
+ * first request (a test may still add routes before it).
+ */
+function checkEveryResponse(app: FastifyInstance): void {
+  const inject = app.inject.bind(app) as (options: InjectOptions) => Promise<LightMyRequestResponse>
+  let check: Awaited<ReturnType<typeof openApiChecker>> | undefined
+  const checked = async (options: InjectOptions) => {
+    const res = await inject(options)
+    check ??= await openApiChecker({ inject } as Pick<FastifyInstance, 'inject'>)
+    check(options.method ?? 'GET', String(options.url), res)
+    return res
+  }
+  Object.assign(app, { inject: checked })
 }
 
 /** Authorization header for a secret. */

@@ -18,7 +18,8 @@ describe('server errors', () => {
   let t: TestApp
   before(async () => {
     t = await buildTestApp()
-    t.app.get('/boom', async () => {
+    // Hidden: a test route, not part of the documented API.
+    t.app.get('/boom', { schema: { hide: true } }, async () => {
       throw new Error('SELECT * FROM secret_table failed at /srv/internal/path.ts:42')
     })
   })

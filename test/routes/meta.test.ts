@@ -85,9 +85,9 @@ describe('public routes and cross-cutting behaviour', () => {
 
     test('documents every status each operation can answer, errors with the Error shape', () => {
       const expected: Record<string, string[]> = {
-        'post /plants': ['200', '400', '401', '403', '409', '413', '415', '500', '503'],
-        'get /plants': ['200', '400', '401', '403', '500', '503'],
-        'delete /plants/{id}': ['204', '400', '401', '403', '404', '500', '503'],
+        'post /plants': ['200', '400', '401', '403', '409', '413', '415', '429', '500', '503'],
+        'get /plants': ['200', '400', '401', '403', '429', '500', '503'],
+        'delete /plants/{id}': ['204', '400', '401', '403', '404', '429', '500', '503'],
       }
       for (const [operation, statuses] of Object.entries(expected)) {
         const [method, path] = operation.split(' ') as [string, string]
