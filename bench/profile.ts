@@ -19,19 +19,16 @@ import { createBenchSchema } from './postgres.js'
 import { catalogueEnv } from './plants.js'
 import { summariseProfile } from './profile-summary.js'
 import { REPO_DIR, startService } from './servers.js'
+import { SCENARIOS, type Scenario } from './scenarios.js'
 import { runWrk } from './wrk.js'
 
-const SCRIPTS: Record<string, { lua: string; env: Record<string, string> }> = {
-  get: { lua: 'get.lua', env: {} },
-  post: { lua: 'post.lua', env: { PLANTSTORE_BENCH_ID_START: '1000000000', PLANTSTORE_BENCH_ID_STRIDE: '1000000000' } },
-  mix: {
-    lua: 'mix.lua',
-    env: {
-      PLANTSTORE_BENCH_ID_START: '1000000000',
-      PLANTSTORE_BENCH_ID_STRIDE: '1000000000',
-      PLANTSTORE_BENCH_WRITE_EVERY: '10',
-    },
-  },
+// The benchmark's own scenarios that run against one account of the service; fresh-id writes get a block of
+// ids far above the seeded ones.
+const PROFILED = SCENARIOS.filter((scenario) => ['get', 'post', 'mix'].includes(scenario.name))
+const FRESH_IDS = { PLANTSTORE_BENCH_ID_START: '1000000000', PLANTSTORE_BENCH_ID_STRIDE: '1000000000' }
+
+function scriptFor(scenario: Scenario): { lua: string; env: Record<string, string> } {
+  return { lua: scenario.lua, env: { ...scenario.env, ...(scenario.ids === 'fresh' ? FRESH_IDS : {}) } }
 }
 
 function options() {
@@ -43,8 +40,9 @@ function options() {
       out: { type: 'string', default: 'bench/profiles' },
     },
   })
-  const script = SCRIPTS[values.scenario]
-  if (script === undefined) throw new Error(`--scenario: one of ${Object.keys(SCRIPTS).join(', ')}`)
+  const scenario = PROFILED.find((candidate) => candidate.name === values.scenario)
+  if (scenario === undefined) throw new Error(`--scenario: one of ${PROFILED.map((s) => s.name).join(', ')}`)
+  const script = scriptFor(scenario)
   const seconds = Number(values.seconds)
   if (!Number.isInteger(seconds) || seconds < 1) throw new Error('--seconds: a positive integer')
   const postgresUrl = process.env.PLANTSTORE_BENCH_POSTGRES_URL
