@@ -16,6 +16,7 @@ import { plantRoutes } from './routes/plants.js'
 import { validatorCompiler } from './schemas/validator.js'
 import type { Storage } from './storage/index.js'
 import { timedStorage } from './storage/timed.js'
+import { watchWrites } from './storage/write-health.js'
 import { VERSION } from './version.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
@@ -80,7 +81,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   app.setValidatorCompiler(validatorCompiler)
   const metrics = new Metrics()
-  const storage = timedStorage(options.storage, metrics.storageTimer)
+  const storage = watchWrites(timedStorage(options.storage, metrics.storageTimer))
   registerRequestId(app)
   registerLifecycle(app, options.lifecycle ?? { draining: false })
   registerErrorHandler(app)

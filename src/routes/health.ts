@@ -29,7 +29,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asy
         summary: 'Readiness check',
         description:
           'Answers 200 when the storage answers and the instance is not shutting down; 503 otherwise, so a load ' +
-          'balancer stops sending it traffic. No authentication.',
+          'balancer stops sending it traffic. After a write failed because the database could not take it (disk ' +
+          'full, read-only, locked), the storage counts as answering only once a probe write commits again. ' +
+          'No authentication.',
         security: [],
         response: {
           200: Type.Object({ status: Type.Literal('ready') }),

@@ -59,6 +59,8 @@ export interface Storage {
   countTokens(): Promise<number>
   /** Resolves when the database answers. */
   ping(): Promise<void>
+  /** Commits a write that touches no account's data; rejects when the database cannot take writes now. */
+  probeWrite(): Promise<void>
   close(): Promise<void>
   /** Migration versions applied when this storage was opened (empty when the schema was already current). */
   readonly migrationsApplied: readonly number[]

@@ -52,8 +52,9 @@ function childEnv(overrides: EnvOverrides): NodeJS.ProcessEnv {
   return env
 }
 
-function spawnMain(args: string[], env: EnvOverrides): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+function spawnMain(args: string[], env: EnvOverrides, prefix: string[] = []): ChildProcess {
+  const [command, ...rest] = [...prefix, process.execPath, '--import', 'tsx', MAIN, ...args]
+  const child = spawn(command!, rest, {
     cwd: REPO_ROOT,
     env: childEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -160,6 +161,8 @@ export interface ServerOptions {
   env?: EnvOverrides
   /** Extra `serve` arguments, such as `--workers 2`. */
   args?: string[]
+  /** A command that runs the server, given its command line (say, `unshare` for a private mount namespace). */
+  prefix?: string[]
 }
 
 const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/
@@ -168,7 +171,7 @@ const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/
 export async function startServer(options: ServerOptions = {}): Promise<ServerProcess> {
   const database = options.database ?? tempDatabase()
   const args = ['serve', '--port', '0', '--host', '127.0.0.1', '--database', database, ...(options.args ?? [])]
-  const child = spawnMain(args, { LOG_LEVEL: 'info', ...options.env })
+  const child = spawnMain(args, { LOG_LEVEL: 'info', ...options.env }, options.prefix)
   let stdout = ''
   let stderr = ''
   const listeners = new Set<() => void>()

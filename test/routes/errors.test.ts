@@ -144,6 +144,65 @@ if (POSTGRES_URL !== undefined)
       }
     })
 
+    test('answers 503 to a request in flight when the server ends its connection as a stopping PostgreSQL does, then recovers', async () => {
+      const plain = await openStorage(database.url)
+      const plainApp = await buildApp({ storage: plain })
+      const postFive = () =>
+        plainApp.inject({
+          method: 'POST',
+          url: '/plants',
+          headers: { ...headers, 'content-type': 'application/json' },
+          payload: '{"id": 5, "name": "x"}',
+        })
+      try {
+        await admin.begin(async (tx) => {
+          await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
+          const inFlight = postFive()
+          // A fast shutdown ends every session with 57P01 (admin_shutdown), as pg_terminate_backend does here.
+          for (let ended = 0; ended === 0;) {
+            const rows = await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = 'plantstore' AND wait_event_type = 'Lock'`
+            ended = rows.length
+          }
+          const res = await inFlight
+          assert.equal(res.statusCode, 503, res.body)
+          assert.equal(res.headers['retry-after'], '1')
+          assert.deepEqual(res.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+        })
+        assert.equal((await postFive()).statusCode, 200)
+      } finally {
+        await plainApp.close()
+        await plain.close()
+      }
+    })
+
+    test('answers writes with 503 and reports not ready on a read-only database, still serving reads', async () => {
+      const readOnlyUrl = new URL(database.url)
+      readOnlyUrl.searchParams.set('default_transaction_read_only', 'on')
+      const readOnly = await openStorage(readOnlyUrl.toString(), { migrate: false })
+      const readOnlyApp = await buildApp({ storage: readOnly })
+      const { secret } = await issueToken(storage, { accountName: 'b' })
+      try {
+        assert.equal((await readOnlyApp.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
+        const refused = await readOnlyApp.inject({
+          method: 'POST',
+          url: '/plants',
+          headers: { ...bearer(secret), 'content-type': 'application/json' },
+          payload: '{"id": 6, "name": "x"}',
+        })
+        assert.equal(refused.statusCode, 503, refused.body)
+        assert.equal(refused.json().error, 50301)
+        const notReady = await readOnlyApp.inject({ method: 'GET', url: '/readyz' })
+        assert.equal(notReady.statusCode, 503)
+        assert.equal(notReady.json().error, 50301)
+        const reads = await readOnlyApp.inject({ method: 'GET', url: '/plants', headers: bearer(secret) })
+        assert.equal(reads.statusCode, 200)
+      } finally {
+        await readOnlyApp.close()
+        await readOnly.close()
+      }
+    })
+
     test('answers 503 while the database cannot be reached, then recovers without a restart', async () => {
       await proxy.cut()
       const down = await post(2)

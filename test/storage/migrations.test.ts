@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { describe, test } from 'node:test'
+import Database from 'better-sqlite3'
 import postgres from 'postgres'
 import { mintToken } from '../../src/auth/issue-token.js'
-import { MigrationsPendingError, openStorage, type OpenOptions, type Storage } from '../../src/storage/index.js'
+import {
+  MigrationsPendingError,
+  openStorage,
+  sqliteFile,
+  type OpenOptions,
+  type Storage,
+} from '../../src/storage/index.js'
 import { migrations as postgresMigrations } from '../../src/storage/postgres/migrations.js'
 import { migrations as sqliteMigrations } from '../../src/storage/sqlite/migrations.js'
 import { backends, POSTGRES_URL, postgresBackend, type TestBackend } from '../helpers/backends.js'
@@ -48,6 +55,20 @@ async function openAtOnce(open: () => Promise<Storage>, count: number): Promise<
   return results.map((result) => (result as PromiseFulfilledResult<Storage>).value)
 }
 
+/** Undoes migration 2 on the database at `url`, leaving it as the release before it left it. */
+async function backToVersion1(url: string): Promise<void> {
+  const file = sqliteFile(url)
+  if (file !== undefined) {
+    const db = new Database(file)
+    db.exec('DROP TABLE storage_probe; DELETE FROM schema_migrations WHERE version = 2')
+    db.close()
+    return
+  }
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  await sql.unsafe('DROP TABLE storage_probe; DELETE FROM schema_migrations WHERE version = 2')
+  await sql.end()
+}
+
 for (const backend of backends) {
   describe(`migrations and first start (${backend.name})`, () => {
     test('refuses to open an unmigrated database when told not to migrate, naming the pending versions', () =>
@@ -60,6 +81,20 @@ for (const backend of backends) {
         })
         assert.deepEqual((await open({ migrate: true })).migrationsApplied, LATEST)
         assert.deepEqual((await open({ migrate: false })).migrationsApplied, [])
+      }))
+
+    test('upgrades a database of the release before storage_probe, keeping its plants and tokens', () =>
+      withDatabase(backend, async (url, open) => {
+        const old = await open()
+        const token = await old.createToken(mintToken({ accountName: 'a' }).record)
+        await old.createPlant(token.accountId, { id: 1n, name: 'x', tag: null })
+        await old.close()
+        await backToVersion1(url)
+        const upgraded = await open()
+        assert.deepEqual(upgraded.migrationsApplied, [2])
+        await upgraded.probeWrite()
+        assert.deepEqual(await upgraded.listPlants(token.accountId, { limit: 10 }), [{ id: 1n, name: 'x', tag: null }])
+        assert.equal(await upgraded.countTokens(), 1)
       }))
 
     test('applies migrations exactly once when several instances open an empty database at once', () =>
@@ -108,6 +143,7 @@ if (POSTGRES_URL !== undefined)
             const token = await storage.createToken(mintToken({ accountName: `a${migrate}` }).record)
             assert.equal(await storage.createPlant(token.accountId, { id: 1n, name: 'x', tag: null }), 'created')
             assert.equal(await storage.revokeToken(token.id), true)
+            await storage.probeWrite()
           } finally {
             await storage.close()
           }

@@ -167,6 +167,15 @@ for (const backend of backends) {
       }
     })
 
+    test('commits a probe write that leaves plants and tokens as they were', async () => {
+      const plants = await storage.listPlants(acme, { limit: 1000 })
+      const tokens = await storage.listTokens()
+      await storage.probeWrite()
+      await storage.probeWrite()
+      assert.deepEqual(await storage.listPlants(acme, { limit: 1000 }), plants)
+      assert.deepEqual(await storage.listTokens(), tokens)
+    })
+
     test('keeps everything when reopened (migrations run once)', async () => {
       const again = await openStorage(url)
       assert.deepEqual(again.migrationsApplied, [])

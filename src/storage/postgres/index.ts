@@ -189,6 +189,14 @@ export class PostgresStorage implements Storage {
     await guard(() => sql`SELECT 1`)
   }
 
+  async probeWrite(): Promise<void> {
+    const sql = this.#sql
+    await guard(
+      () => sql`INSERT INTO storage_probe (id, checked_at) VALUES (1, now())
+        ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at`,
+    )
+  }
+
   async close(): Promise<void> {
     // Requests have finished when storage closes (the app closes first), so a connection that does not
     // say goodbye within a second is dropped: one that died in an outage otherwise holds shutdown for long.

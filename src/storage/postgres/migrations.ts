@@ -35,6 +35,11 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       CREATE INDEX plants_by_tag ON plants (account_id, tag, id);
     `,
   },
+  {
+    version: 2,
+    // One row, rewritten by readiness checks to learn whether the database takes writes again.
+    sql: 'CREATE TABLE storage_probe (id integer PRIMARY KEY, checked_at timestamptz NOT NULL);',
+  },
 ]
 
 // An arbitrary constant ("plantsto" in ASCII): every plantstore migrator takes the same lock.

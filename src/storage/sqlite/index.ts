@@ -230,6 +230,13 @@ export class SqliteStorage implements Storage {
     guard(() => this.#db.prepare('SELECT 1').get())
   }
 
+  probeWrite(): Promise<void> {
+    const probe = this.#db.prepare(
+      'INSERT INTO storage_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at',
+    )
+    return this.#writes.run(() => void probe.run(Date.now()))
+  }
+
   async close(): Promise<void> {
     if (!this.#db.open) return
     this.#writes.flush()

@@ -30,6 +30,11 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       CREATE INDEX plants_by_tag ON plants (account_id, tag, id);
     `,
   },
+  {
+    version: 2,
+    // One row, rewritten by readiness checks to learn whether the database takes writes again.
+    sql: 'CREATE TABLE storage_probe (id INTEGER PRIMARY KEY, checked_at INTEGER NOT NULL);',
+  },
 ]
 
 /** Versions this release needs that the database lacks. */
