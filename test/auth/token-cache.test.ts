@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { TokenVerifier } from '../../src/auth/token-cache.js'
 import { issueToken } from '../../src/auth/issue-token.js'
-import { newTokenSecret } from '../../src/auth/tokens.js'
+import { hashSecret, newTokenSecret } from '../../src/auth/tokens.js'
 import type { Storage } from '../../src/storage/index.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
@@ -10,11 +10,13 @@ describe('token verifier', () => {
   let storage: Storage
   let dispose: () => Promise<void>
   let reads = 0
+  const lookedUp: Buffer[] = []
   before(async () => {
     ;({ storage, dispose } = await freshStorage(backends[0]!))
     const findToken = storage.findToken.bind(storage)
     storage.findToken = (hash) => {
       reads++
+      lookedUp.push(hash)
       return findToken(hash)
     }
   })
@@ -49,6 +51,27 @@ describe('token verifier', () => {
     assert.deepEqual(await verifier.verify(secret), { ok: false, reason: 'unknown' })
     await issueToken(storage, { accountName: 'a', secret, scopes: [] })
     assert.equal((await verifier.verify(secret)).ok, true)
+  })
+
+  // What a wrong token costs must not depend on how much of a real one it matches. The database index and the
+  // cache compare lookup keys, and those are SHA-256 digests of the whole secret: a guess right in all but its
+  // last character shares no more of its key with the real one than a random guess does.
+  test('looks a secret up by the SHA-256 of all of it, so a near miss shares nothing with the real key', async () => {
+    const verifier = new TokenVerifier(storage, { ttlMs: 60_000 })
+    const { secret } = await create()
+    const real = hashSecret(secret)
+    const flip = (c: string) => (c === 'A' ? 'B' : 'A')
+    for (let kept = 4; kept < secret.length; kept++) {
+      const guess = secret.slice(0, kept) + flip(secret[kept]!) + secret.slice(kept + 1)
+      lookedUp.length = 0
+      assert.deepEqual(await verifier.verify(guess), { ok: false, reason: 'unknown' })
+      assert.equal(lookedUp.length, 1)
+      const key = lookedUp[0]!
+      assert.deepEqual(key, hashSecret(guess), 'the key is the digest of the whole guess')
+      let shared = 0
+      while (shared < key.length && key[shared] === real[shared]) shared++
+      assert.ok(shared < 4, `a guess matching ${kept} characters shares ${shared} leading key bytes with the real one`)
+    }
   })
 
   test('keeps at most maxEntries tokens in memory', async () => {

@@ -3,6 +3,7 @@ import { readFileSync, readdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { Writable } from 'node:stream'
 import { after, before, describe, test } from 'node:test'
+import postgres from 'postgres'
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import { hashSecret, newTokenSecret, parseDuration } from '../../src/auth/tokens.js'
@@ -64,5 +65,56 @@ describe('tokens', () => {
       assert.ok(!logs.includes(secret.slice(4)))
       assert.ok(!logs.includes('pst_wrong'))
     })
+
+    test('never appear in error bodies, response headers or /metrics', async () => {
+      const app = await buildApp({ storage })
+      const nearMiss = secret.slice(0, -1) + (secret.endsWith('A') ? 'B' : 'A')
+      const sent = [
+        `Bearer ${secret}`,
+        `Bearer ${nearMiss}`,
+        `Bearer ${secret} trailing`,
+        `Basic ${secret}`,
+        `Bearer ${secret.repeat(20)}`,
+      ]
+      const seen: string[] = []
+      for (const authorization of sent) {
+        for (const [method, url] of [
+          ['GET', '/plants?limit=0'],
+          ['POST', '/plants'],
+          ['DELETE', '/plants/x'],
+        ] as const) {
+          const res = await app.inject({ method, url, headers: { authorization, 'content-type': 'text/plain' } })
+          assert.ok(res.statusCode >= 400, `${method} ${url} with ${authorization.slice(0, 10)}… failed as meant`)
+          seen.push(res.body, JSON.stringify(res.headers))
+        }
+      }
+      seen.push((await app.inject({ method: 'GET', url: '/metrics' })).body)
+      await app.close()
+      const text = seen.join('\n')
+      for (const leaked of [secret.slice(4), nearMiss.slice(4)]) assert.ok(!text.includes(leaked))
+    })
   })
+
+  if (backends[1] !== undefined)
+    test('are stored only as their SHA-256 hash on PostgreSQL too', async () => {
+      const { storage, url, dispose } = await freshStorage(backends[1]!)
+      const { secret } = await issueToken(storage, { accountName: 'a', label: 'l' })
+      const sql = postgres(url, { max: 1, onnotice: () => {} })
+      try {
+        const tables = await sql<{ name: string }[]>`SELECT table_name AS name FROM information_schema.tables
+          WHERE table_schema = current_schema()`
+        const rows = await Promise.all(
+          tables.map(({ name }) => sql<{ row: string }[]>`SELECT t::text AS row FROM ${sql(name)} t`),
+        )
+        const dump = rows
+          .flat()
+          .map(({ row }) => row)
+          .join('\n')
+        assert.ok(dump.includes(hashSecret(secret).toString('hex')), 'the hash is stored')
+        assert.ok(!dump.includes(secret.slice(4)), 'the secret is not')
+      } finally {
+        await sql.end()
+        await dispose()
+      }
+    })
 })
