@@ -1,35 +1,14 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { connect } from 'node:net'
 import { after, before, describe, test } from 'node:test'
+import { parsed, rawExchange, responseCount } from '../helpers/raw-http.js'
 import { cleanup, eventually, http, startServer, type ServerProcess } from '../helpers/server-process.js'
 
 after(cleanup)
 
 const TOKEN = 'timeouts-' + randomBytes(30).toString('base64url')
 
-/** Writes `chunks` to a raw connection and resolves with everything the server sent until it closed. */
-function rawExchange(port: number, chunks: string[]): Promise<{ text: string; ms: number }> {
-  return new Promise((resolve) => {
-    const started = Date.now()
-    const socket = connect(port, '127.0.0.1')
-    let text = ''
-    socket.setEncoding('utf8')
-    socket.on('data', (chunk: string) => (text += chunk))
-    // A reset after the response is fine: 'close' follows and resolves with what arrived.
-    socket.on('error', () => {})
-    socket.once('close', () => resolve({ text, ms: Date.now() - started }))
-    for (const chunk of chunks) socket.write(chunk)
-  })
-}
-
-/** The status line's code and the JSON body of a raw HTTP response. */
-function parsed(raw: string): { status: number; body: unknown; head: string } {
-  const [head = '', body = ''] = raw.split('\r\n\r\n')
-  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), body: JSON.parse(body), head }
-}
-
-describe('plantstore serve, slow and oversized clients', () => {
+describe('plantstore serve, slow, oversized, smuggling and flooding clients', () => {
   let server: ServerProcess
   before(async () => {
     server = await startServer({
@@ -63,6 +42,25 @@ describe('plantstore serve, slow and oversized clients', () => {
     assert.ok(ms >= 1400 && ms < 4000, `dropped after ${ms} ms`)
   })
 
+  test('drops a client that drips its headers a byte at a time, on the same deadline', async () => {
+    const head = 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(100)
+    const { text, ms } = await rawExchange(server.port, [...head], { gapMs: 20 })
+    assert.equal(parsed(text).status, 408, text)
+    assert.ok(ms < 3000, `dropped after ${ms} ms`)
+  })
+
+  test('serves other clients at once while 500 connections sit idle, and closes the idle ones on the deadline', async () => {
+    const idle = Array.from({ length: 500 }, () => rawExchange(server.port, [], { closeAfterMs: 10_000 }))
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    const started = Date.now()
+    const res = await http(server.baseUrl, 'GET', '/plants', { token: TOKEN })
+    assert.equal(res.status, 200)
+    assert.ok(Date.now() - started < 1000, `a normal request took ${Date.now() - started} ms`)
+    const closed = await Promise.all(idle)
+    const slowest = Math.max(...closed.map(({ ms }) => ms))
+    assert.ok(slowest < 5000, `the last idle connection was closed by the server after ${slowest} ms`)
+  })
+
   test('answers request headers over 16 KiB with 431 in the Error shape', async () => {
     const big = 'x'.repeat(17 * 1024)
     const { text } = await rawExchange(server.port, [`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`])
@@ -76,5 +74,53 @@ describe('plantstore serve, slow and oversized clients', () => {
     const res = parsed(text)
     assert.equal(res.status, 400, text)
     assert.deepEqual(res.body, { error: 40003, message: 'malformed HTTP request' })
+  })
+
+  describe('request smuggling', () => {
+    const plant = (id: number) =>
+      'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+      `Authorization: Bearer ${TOKEN}\r\nContent-Length: ${`{"id":${id},"name":"p"}`.length}\r\n\r\n{"id":${id},"name":"p"}`
+    const smuggled = (id: number) =>
+      `DELETE /plants/${id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`
+    const exists = async (id: number) =>
+      (await http(server.baseUrl, 'GET', '/plants?fields=id,name&limit=1000', { token: TOKEN })).text.includes(
+        `"id":${id}`,
+      )
+
+    const heads: Array<[string, (id: number) => string]> = [
+      [
+        'both Content-Length and Transfer-Encoding',
+        (id) =>
+          `POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled(id)}`,
+      ],
+      [
+        'two different Content-Length values',
+        (id) => `POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 60\r\n\r\n${smuggled(id)}`,
+      ],
+      [
+        'a Transfer-Encoding that does not end in chunked',
+        (id) =>
+          `POST /plants HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${smuggled(id)}`,
+      ],
+      [
+        'whitespace before the colon of Content-Length',
+        (id) => `POST /plants HTTP/1.1\r\nHost: x\r\nContent-Length : 0\r\n\r\n${smuggled(id)}`,
+      ],
+    ]
+    let nextId = 100
+    for (const [what, request] of heads) {
+      test(`refuses ${what} with 400 in the Error shape, closes the connection, and runs nothing hidden in it`, async () => {
+        const id = nextId++
+        const { text } = await rawExchange(server.port, [plant(id)], { closeAfterMs: 200 })
+        assert.equal(parsed(text).status, 200, text)
+        assert.ok(await exists(id))
+        const answer = await rawExchange(server.port, [request(id)], { closeAfterMs: 5000 })
+        assert.equal(responseCount(answer.text), 1, answer.text)
+        assert.equal(parsed(answer.text).status, 400, answer.text)
+        assert.deepEqual(parsed(answer.text).body, { error: 40003, message: 'malformed HTTP request' })
+        assert.ok(answer.ms < 5000, 'the server closed the connection')
+        assert.ok(await exists(id), 'the smuggled DELETE did not run')
+      })
+    }
   })
 })

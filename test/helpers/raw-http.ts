@@ -1,0 +1,42 @@
+import { connect } from 'node:net'
+
+/**
+ * Writes `chunks` to a raw connection to 127.0.0.1:`port`, `gapMs` apart, and resolves with everything the server
+ * sent until it closed the connection (or `closeAfterMs` passed, then the client closes).
+ */
+export function rawExchange(
+  port: number,
+  chunks: string[],
+  options: { gapMs?: number; closeAfterMs?: number } = {},
+): Promise<{ text: string; ms: number }> {
+  return new Promise((resolve) => {
+    const started = Date.now()
+    const socket = connect(port, '127.0.0.1')
+    let text = ''
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk: string) => (text += chunk))
+    // A reset after the response is fine: 'close' follows and resolves with what arrived.
+    socket.on('error', () => {})
+    const timers: NodeJS.Timeout[] = []
+    socket.once('close', () => {
+      for (const timer of timers) clearTimeout(timer)
+      resolve({ text, ms: Date.now() - started })
+    })
+    chunks.forEach((chunk, i) => {
+      if (!options.gapMs) return void socket.write(chunk)
+      timers.push(setTimeout(() => socket.writable && socket.write(chunk), i * options.gapMs))
+    })
+    if (options.closeAfterMs !== undefined) timers.push(setTimeout(() => socket.destroy(), options.closeAfterMs))
+  })
+}
+
+/** The status line's code, head and JSON body of the first raw HTTP response in `raw`. */
+export function parsed(raw: string): { status: number; body: unknown; head: string } {
+  const [head = '', body = ''] = raw.split('\r\n\r\n')
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), body: JSON.parse(body), head }
+}
+
+/** How many HTTP responses `raw` holds (status lines). */
+export function responseCount(raw: string): number {
+  return raw.match(/^HTTP\/1\.1 \d{3}/gm)?.length ?? 0
+}
