@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import fc from 'fast-check'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
 
@@ -67,6 +68,89 @@ for (const backend of backends) {
       const res = await t.app.inject({ method: 'GET', url: next, headers: bob })
       const names = res.json().map((plant: { name: string }) => plant.name)
       assert.ok(!names.includes('Lily') && !names.includes('Orchid'), names.join())
+    })
+  })
+}
+
+// Non-interference: whatever two accounts do, interleaved, each sees exactly what it would see alone. Every
+// endpoint, every answer (status, body, Link) is compared with a run of that account's requests on a store where
+// the other account does not exist, so no answer can depend on the other account's plants.
+type Who = 'a' | 'b'
+type Op =
+  | { who: Who; kind: 'create'; id: number; name: string; tag?: string }
+  | { who: Who; kind: 'delete'; id: number }
+  | { who: Who; kind: 'list'; limit: number; tag?: string; next: boolean }
+
+const who = fc.constantFrom<Who>('a', 'b')
+const id = fc.integer({ min: 1, max: 6 })
+const tag = fc.option(fc.constantFrom('t', 'u'), { nil: undefined })
+const op: fc.Arbitrary<Op> = fc.oneof(
+  fc.record(
+    { who, kind: fc.constant('create' as const), id, name: fc.constantFrom('x', 'y'), tag },
+    { requiredKeys: ['who', 'kind', 'id', 'name'] },
+  ),
+  fc.record({ who, kind: fc.constant('delete' as const), id }),
+  fc.record(
+    { who, kind: fc.constant('list' as const), limit: fc.integer({ min: 1, max: 3 }), tag, next: fc.boolean() },
+    { requiredKeys: ['who', 'kind', 'limit', 'next'] },
+  ),
+)
+
+for (const backend of backends) {
+  describe(`account isolation, generated interleavings (${backend.name})`, () => {
+    let together: TestApp
+    let alone: TestApp
+    before(async () => {
+      together = await buildTestApp(backend)
+      alone = await buildTestApp(backend)
+    })
+    after(async () => {
+      await together.close()
+      await alone.close()
+    })
+
+    /** Runs `ops` on `t`, each account following the last next link it got when asked; returns what each saw. */
+    async function run(t: TestApp, tokens: Record<Who, string>, ops: Op[]): Promise<Record<Who, string[]>> {
+      const seen: Record<Who, string[]> = { a: [], b: [] }
+      const nextLink: Partial<Record<Who, string>> = {}
+      for (const o of ops) {
+        const headers = bearer(tokens[o.who])
+        let res
+        if (o.kind === 'create') {
+          const payload = JSON.stringify({ id: o.id, name: o.name, ...(o.tag && { tag: o.tag }) })
+          res = await t.app.inject({
+            method: 'POST',
+            url: '/plants',
+            headers: { ...headers, 'content-type': 'application/json' },
+            payload,
+          })
+        } else if (o.kind === 'delete') {
+          res = await t.app.inject({ method: 'DELETE', url: `/plants/${o.id}`, headers })
+        } else {
+          const query = `/plants?limit=${o.limit}&fields=id,name,tag${o.tag ? `&tag=${o.tag}` : ''}`
+          res = await t.app.inject({ method: 'GET', url: (o.next && nextLink[o.who]) || query, headers })
+          nextLink[o.who] = /^<([^>]+)>/.exec(String(res.headers.link ?? ''))?.[1]
+        }
+        seen[o.who].push(`${res.statusCode} ${res.headers.link ?? ''} ${res.body}`)
+      }
+      return seen
+    }
+
+    test('each account sees exactly what it would see alone, on every endpoint', async () => {
+      let n = 0
+      await fc.assert(
+        fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 30 }), async (ops) => {
+          n++
+          const both = { a: await together.token(`a${n}`), b: await together.token(`b${n}`) }
+          const interleaved = await run(together, both, ops)
+          for (const account of ['a', 'b'] as const) {
+            const solo = { [account]: await alone.token(`${account}${n}`) } as Record<Who, string>
+            const own = ops.filter((o) => o.who === account)
+            assert.deepEqual(interleaved[account], (await run(alone, solo, own))[account])
+          }
+        }),
+        { numRuns: 60 },
+      )
     })
   })
 }
