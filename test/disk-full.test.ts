@@ -61,6 +61,13 @@ describe('plantstore serve on SQLite when the disk fills up', { skip }, () => {
     assert.equal(await list(), '[{"name":"p1","id":1}]')
   })
 
+  test('stays not ready after a write that changed nothing succeeds: only a committed probe write counts', async () => {
+    // A DELETE of an absent id commits no page, so it succeeds on a full disk: it proves nothing about writes.
+    const absent = await http(server.baseUrl, 'DELETE', '/plants/424242', { token: TOKEN })
+    assert.equal(absent.status, 404, absent.text)
+    assert.equal((await readyz()).status, 503)
+  })
+
   test('recovers by itself once space is freed: ready again before any client writes, then stores new plants', async () => {
     rmSync(filler)
     const ready = await readyz()

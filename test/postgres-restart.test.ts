@@ -44,10 +44,16 @@ describe('plantstore serve when its PostgreSQL server stops mid-run and starts a
   const startPostgres = () => pg('pg_ctl', '-D', data(), '-o', pgOptions, '-l', join(dir, 'log'), '-w', 'start')
   const stopPostgres = () => pg('pg_ctl', '-D', data(), '-m', 'fast', '-w', 'stop')
   const post = (id: number) => http(server.baseUrl, 'POST', '/plants', { token: TOKEN, body: { id, name: `p${id}` } })
+  /** Every stored plant's id, following the next links. */
   const storedIds = async () => {
-    const res = await http(server.baseUrl, 'GET', '/plants?fields=id,name&limit=1000', { token: TOKEN })
-    assert.equal(res.status, 200, res.text)
-    return new Set((JSON.parse(res.text) as Array<{ id: number }>).map((plant) => plant.id))
+    const ids = new Set<number>()
+    for (let path: string | undefined = '/plants?fields=id,name&limit=1000'; path !== undefined;) {
+      const res = await http(server.baseUrl, 'GET', path, { token: TOKEN })
+      assert.equal(res.status, 200, res.text)
+      for (const plant of JSON.parse(res.text) as Array<{ id: number }>) ids.add(plant.id)
+      path = /^<([^>]+)>/.exec(res.headers.get('link') ?? '')?.[1]
+    }
+    return ids
   }
 
   before(async () => {

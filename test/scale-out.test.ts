@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { backends, type TestDatabase } from './helpers/backends.js'
+import { serialOrder, type RacedOp } from './helpers/serial-order.js'
 import {
   cleanup,
   eventually,
@@ -172,6 +173,32 @@ for (const backend of backends) {
       assert.equal(expected.length, 50)
       assert.deepEqual(await listed(a, 'race'), expected)
       assert.deepEqual(await listed(b, 'race'), expected)
+    })
+
+    test('creates and deletes racing on the same ids over both servers end as some serial order explains', async () => {
+      const { secret } = await cliToken(database.url, 'racer')
+      const pick = <T>(options: T[]): T => options[Math.floor(Math.random() * options.length)]!
+      const perId = Array.from({ length: 20 }, () =>
+        Array.from({ length: 8 }, () =>
+          pick([{ kind: 'create', name: 'a' }, { kind: 'create', name: 'b' }, { kind: 'delete' }] as const),
+        ),
+      )
+      let sent = 0
+      const send = async (id: number, op: (typeof perId)[number][number]): Promise<RacedOp> => {
+        const server = [a, b][sent++ % 2]!
+        const res =
+          op.kind === 'create'
+            ? await http(server.baseUrl, 'POST', '/plants', { token: secret, body: { id, name: op.name } })
+            : await http(server.baseUrl, 'DELETE', `/plants/${id}`, { token: secret })
+        return { ...op, status: res.status }
+      }
+      const seen = await Promise.all(perId.map((ops, id) => Promise.all(ops.map((op) => send(id, op)))))
+      const res = await http(b.baseUrl, 'GET', '/plants?fields=id,name&limit=1000', { token: secret })
+      const stored = new Map((JSON.parse(res.text) as Array<{ id: number; name: string }>).map((p) => [p.id, p.name]))
+      seen.forEach((ops, id) => {
+        const final = stored.get(id) ?? null
+        assert.ok(serialOrder(ops, null, final), `id ${id}: ${JSON.stringify(ops)} ending in ${final}`)
+      })
     })
 
     // Last, so that both first starts have long finished. A lost race shows as a second token, or, since the

@@ -1,29 +1,22 @@
 import { StorageUnavailableError } from '../errors.js'
 import type { Storage } from './types.js'
 
-// The calls that write; their outcome says whether the database takes writes.
-const WRITES = new Set<PropertyKey>([
-  'createPlant',
-  'deletePlant',
-  'createToken',
-  'createFirstToken',
-  'revokeToken',
-  'probeWrite',
-])
+// The calls that write; one failing because the database cannot take writes marks the store as failing.
+const WRITES = new Set<PropertyKey>(['createPlant', 'deletePlant', 'createToken', 'createFirstToken', 'revokeToken'])
 
 /**
  * The same storage, whose ping() answers for writes too. A database can answer reads while refusing writes (disk
- * full, read-only, a write lock held elsewhere); once a write has failed that way, ping() commits a probe write
- * and fails until one succeeds. Readiness so reports the outage, and sees the recovery without client traffic,
- * while a healthy store's ping() stays a read.
+ * full, read-only, SQLite's write lock held by another process); once a write has failed that way, ping() commits
+ * a probe write and fails until one succeeds. Only the probe clears the mark: a write that changed nothing (a
+ * DELETE of an absent id, an identical re-POST) can succeed on a full disk. Readiness so reports the outage and
+ * sees the recovery without client traffic, while a healthy store's ping() stays a read. Per process: each
+ * instance reports what its own writes met.
  */
 export function watchWrites(storage: Storage): Storage {
   let failing = false
   const watch = async <T>(work: Promise<T>): Promise<T> => {
     try {
-      const value = await work
-      failing = false
-      return value
+      return await work
     } catch (err) {
       if (err instanceof StorageUnavailableError) failing = true
       throw err
@@ -35,7 +28,9 @@ export function watchWrites(storage: Storage): Storage {
       if (property === 'ping') {
         return async () => {
           await target.ping()
-          if (failing) await watch(target.probeWrite())
+          if (!failing) return
+          await target.probeWrite()
+          failing = false
         }
       }
       if (!WRITES.has(property) || typeof value !== 'function') return value

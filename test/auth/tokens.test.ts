@@ -88,7 +88,10 @@ describe('tokens', () => {
           seen.push(res.body, JSON.stringify(res.headers))
         }
       }
-      seen.push((await app.inject({ method: 'GET', url: '/metrics' })).body)
+      const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+      assert.equal(metrics.statusCode, 200)
+      assert.match(metrics.body, /plantstore_auth_failures_total/)
+      seen.push(metrics.body)
       await app.close()
       const text = seen.join('\n')
       for (const leaked of [secret.slice(4), nearMiss.slice(4)]) assert.ok(!text.includes(leaked))

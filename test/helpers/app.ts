@@ -34,9 +34,9 @@ export async function buildTestApp(backend: TestBackend = backends[0]!, tokenCac
 
 /**
  * Every response a test gets from `app.inject` is checked against the app's own OpenAPI document, read at the
- * first request (a test may still add routes before it).
+ * first request (a test may still add routes before it). Returns `app`.
  */
-function checkEveryResponse(app: FastifyInstance): void {
+export function checkEveryResponse(app: FastifyInstance): FastifyInstance {
   const inject = app.inject.bind(app) as (options: InjectOptions) => Promise<LightMyRequestResponse>
   let check: Awaited<ReturnType<typeof openApiChecker>> | undefined
   const checked = async (options: InjectOptions) => {
@@ -45,7 +45,7 @@ function checkEveryResponse(app: FastifyInstance): void {
     check(options.method ?? 'GET', String(options.url), res)
     return res
   }
-  Object.assign(app, { inject: checked })
+  return Object.assign(app, { inject: checked })
 }
 
 /** Authorization header for a secret. */

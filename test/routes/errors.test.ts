@@ -10,7 +10,7 @@ import { issueToken } from '../../src/auth/issue-token.js'
 import postgres from 'postgres'
 import { openStorage, type Storage } from '../../src/storage/index.js'
 import { SqliteStorage } from '../../src/storage/sqlite/index.js'
-import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
+import { bearer, buildTestApp, checkEveryResponse, type TestApp } from '../helpers/app.js'
 import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../helpers/backends.js'
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
 
@@ -44,7 +44,7 @@ describe('storage unavailable (sqlite)', () => {
     storage = new SqliteStorage(file, { busyTimeoutMs: 50 })
     const { secret } = await issueToken(storage, { accountName: 'a', scopes: ['plants:write'] })
     headers = bearer(secret)
-    app = await buildApp({ storage })
+    app = checkEveryResponse(await buildApp({ storage }))
     locker = new Database(file)
   })
   after(async () => {
@@ -68,7 +68,11 @@ describe('storage unavailable (sqlite)', () => {
     assert.equal(busy.statusCode, 503)
     assert.equal(busy.headers['retry-after'], '1')
     assert.deepEqual(busy.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+    const notReady = await app.inject({ method: 'GET', url: '/readyz' })
+    assert.equal(notReady.statusCode, 503)
+    assert.equal(notReady.json().error, 50301)
     locker.exec('COMMIT')
+    assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'ready again before any write')
     assert.equal((await post()).statusCode, 200)
   })
 })
@@ -93,7 +97,7 @@ if (POSTGRES_URL !== undefined)
       storage = await openStorage(viaProxy.toString())
       const { secret } = await issueToken(storage, { accountName: 'a', scopes: ['plants:write'] })
       headers = bearer(secret)
-      app = await buildApp({ storage })
+      app = checkEveryResponse(await buildApp({ storage }))
       admin = postgres(database.url, { max: 1, onnotice: () => {} })
     })
     after(async () => {
@@ -125,7 +129,7 @@ if (POSTGRES_URL !== undefined)
 
     test('answers 503 after the default 5 s lock timeout instead of waiting forever on a held lock', async () => {
       const plain = await openStorage(database.url)
-      const plainApp = await buildApp({ storage: plain })
+      const plainApp = checkEveryResponse(await buildApp({ storage: plain }))
       try {
         await admin.begin(async (tx) => {
           await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
@@ -146,7 +150,7 @@ if (POSTGRES_URL !== undefined)
 
     test('answers 503 to a request in flight when the server ends its connection as a stopping PostgreSQL does, then recovers', async () => {
       const plain = await openStorage(database.url)
-      const plainApp = await buildApp({ storage: plain })
+      const plainApp = checkEveryResponse(await buildApp({ storage: plain }))
       const postFive = () =>
         plainApp.inject({
           method: 'POST',
@@ -159,7 +163,10 @@ if (POSTGRES_URL !== undefined)
           await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
           const inFlight = postFive()
           // A fast shutdown ends every session with 57P01 (admin_shutdown), as pg_terminate_backend does here.
+          const deadline = Date.now() + 4000
           for (let ended = 0; ended === 0;) {
+            assert.ok(Date.now() < deadline, 'the request never waited on the lock')
+            await new Promise((resolve) => setTimeout(resolve, 20))
             const rows = await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
               WHERE datname = current_database() AND application_name = 'plantstore' AND wait_event_type = 'Lock'`
             ended = rows.length
@@ -180,7 +187,7 @@ if (POSTGRES_URL !== undefined)
       const readOnlyUrl = new URL(database.url)
       readOnlyUrl.searchParams.set('default_transaction_read_only', 'on')
       const readOnly = await openStorage(readOnlyUrl.toString(), { migrate: false })
-      const readOnlyApp = await buildApp({ storage: readOnly })
+      const readOnlyApp = checkEveryResponse(await buildApp({ storage: readOnly }))
       const { secret } = await issueToken(storage, { accountName: 'b' })
       try {
         assert.equal((await readOnlyApp.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)

@@ -20,8 +20,9 @@ const ONE_QUERY_PER_CONNECTION = { max_pipeline: 1 }
  * Seconds a pooled connection waits before its next connection attempt after a failed one. The client's default
  * grows to 20 s, and a request queued on that connection waits it out: with PostgreSQL stopped, requests took up
  * to 15 s to get their 503, and once it was back up to 20 s more to reach it. Capped at half a second (with
- * jitter), a request in an outage gets its 503 at once and the recovery is seen within a second; attempts are
- * still made only for requests, and a refused one costs the database nothing.
+ * jitter), a request in an outage gets its 503 without that wait and the recovery is seen within a second. The
+ * price: while a server is up but refusing (starting, or out of connections), each instance may try again every
+ * half second per pooled connection that requests need, and each try costs that server a short-lived backend.
  */
 export function reconnectDelaySeconds(failures: number): number {
   return Math.min(0.01 * 2 ** failures, 0.5) * (0.5 + Math.random() / 2)

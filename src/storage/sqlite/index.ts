@@ -52,6 +52,9 @@ function pageSql(tag: boolean, after: boolean, limit: number): string {
 
 type PageRow = [id: bigint, name: string, tag: string | null]
 
+// How long a readiness probe write waits for another process's write lock.
+const PROBE_BUSY_TIMEOUT_MS = 100
+
 // Page statements kept prepared; the least recently used is dropped beyond this (the route asks for up to 1001
 // rows, in 4 shapes).
 const PAGE_STATEMENTS_MAX = 64
@@ -98,7 +101,9 @@ export class SqliteStorage implements Storage {
   readonly #getPlant: Statement
   readonly #deletePlant: Statement
   readonly #findToken: Statement
+  readonly #probe: Statement
   readonly #writes: GroupCommit
+  readonly #busyTimeoutMs: number
   readonly migrationsApplied: readonly number[]
 
   /**
@@ -106,7 +111,8 @@ export class SqliteStorage implements Storage {
    * `migrate`: apply pending migrations (default) or refuse a database whose schema is behind.
    */
   constructor(file: string, options: { busyTimeoutMs?: number; migrate?: boolean } = {}) {
-    const db = (this.#db = guard(() => open(file, options.busyTimeoutMs ?? 5000)))
+    this.#busyTimeoutMs = options.busyTimeoutMs ?? 5000
+    const db = (this.#db = guard(() => open(file, this.#busyTimeoutMs)))
     try {
       this.migrationsApplied = guard(() => prepareSchema(db, options.migrate ?? true))
     } catch (err) {
@@ -121,6 +127,9 @@ export class SqliteStorage implements Storage {
     this.#deletePlant = db.prepare('DELETE FROM plants WHERE account_id = ? AND id = ?')
     this.#findToken = db.prepare(
       `SELECT ${TOKEN_COLUMNS} FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE t.secret_hash = ?`,
+    )
+    this.#probe = db.prepare(
+      'INSERT INTO storage_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at',
     )
     this.#writes = new GroupCommit(db)
   }
@@ -230,11 +239,18 @@ export class SqliteStorage implements Storage {
     guard(() => this.#db.prepare('SELECT 1').get())
   }
 
-  probeWrite(): Promise<void> {
-    const probe = this.#db.prepare(
-      'INSERT INTO storage_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at',
-    )
-    return this.#writes.run(() => void probe.run(Date.now()))
+  async probeWrite(): Promise<void> {
+    // Its own short commit, outside the group: better-sqlite3 waits for another process's lock synchronously, and
+    // a readiness check must not hold the event loop for the whole busy timeout; a lock held longer is the answer.
+    const db = this.#db
+    guard(() => {
+      db.pragma(`busy_timeout = ${PROBE_BUSY_TIMEOUT_MS}`)
+      try {
+        this.#probe.run(Date.now())
+      } finally {
+        db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`)
+      }
+    })
   }
 
   async close(): Promise<void> {
