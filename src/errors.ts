@@ -36,6 +36,11 @@ export const ErrorCatalogue = {
     status: 415,
     summary: 'The request body is not application/json',
   },
+  unsupportedEncoding: {
+    error: 41502,
+    status: 415,
+    summary: 'The request body has a Content-Encoding other than identity',
+  },
   rateLimited: { error: 42901, status: 429, summary: 'Too many requests; retry later' },
   headersTooLarge: { error: 43101, status: 431, summary: 'The request headers are over 16 KiB' },
   internal: { error: 50001, status: 500, summary: 'An unexpected error on the server' },

@@ -37,6 +37,18 @@ export function registerJsonBody(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     // A Content-Type header on a bodiless DELETE or GET is harmless; only routes that take a body demand one.
     if ((body as Buffer).length === 0 && request.routeOptions.schema?.body === undefined) return done(null, undefined)
+    // Bodies are read as they arrive: a compressed one would be taken for malformed JSON, or worse, for JSON.
+    const coding = request.headers['content-encoding']?.trim().toLowerCase()
+    if (coding !== undefined && coding !== '' && coding !== 'identity') {
+      const error = new ApiError(
+        'unsupportedEncoding',
+        'Content-Encoding must be identity (bodies are not decompressed)',
+        {
+          'accept-encoding': 'identity',
+        },
+      )
+      return done(error, undefined)
+    }
     const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase()
     if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
       return done(new ApiError('unsupportedMediaType', 'Content-Type charset must be utf-8'), undefined)

@@ -9,6 +9,7 @@ const challenge = { 'WWW-Authenticate': Type.String({ description: 'RFC 6750 Bea
 const HEADERS: Record<number, Record<string, TSchema>> = {
   401: challenge,
   403: challenge,
+  415: { 'Accept-Encoding': Type.String({ description: 'With 41502: `identity`, the only content coding accepted' }) },
   429: { 'Retry-After': Type.Integer({ description: 'Seconds until the limit resets' }) },
   503: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
 }

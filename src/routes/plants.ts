@@ -57,6 +57,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asyn
             'conflict',
             'bodyTooLarge',
             'unsupportedMediaType',
+            'unsupportedEncoding',
             'unavailable',
           ),
         },

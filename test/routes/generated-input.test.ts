@@ -6,8 +6,8 @@ import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
 import { parseExact } from '../helpers/json.js'
 
-// Generated requests per backend and run: 10,000 in all, as CI must send at least that many. buildTestApp checks
-// every response against the service's own /openapi.json too.
+// Generated requests per backend and run: 10,000 in all, as CI must send at least that many; POSTs carry generated
+// extra headers. buildTestApp checks every response against the service's own /openapi.json too.
 const RUNS = { bodies: 4000, queries: 3000, ids: 2000, authorization: 1000 }
 const TIMEOUT_MS = 300_000
 
@@ -142,6 +142,43 @@ const contentType = fc.oneof(
   },
 )
 
+// Other headers a client may send, wanted or not: none may change what a POST does, except a content coding.
+const extraHeaders = fc.dictionary(
+  fc.constantFrom(
+    'x-request-id',
+    'accept',
+    'accept-encoding',
+    'content-encoding',
+    'content-language',
+    'expect',
+    'x-forwarded-for',
+    'x-http-method-override',
+    'if-match',
+    'origin',
+    'cookie',
+    'x-custom',
+  ),
+  fc.oneof(
+    fc.constantFrom(
+      'gzip',
+      'identity',
+      'Identity',
+      'deflate',
+      'br',
+      '*/*',
+      'application/xml',
+      '100-continue',
+      'DELETE',
+    ),
+    fc.string({ maxLength: 200 }),
+  ),
+  { maxKeys: 3 },
+)
+
+/** True when `headers` declare a compressed body, which the service never reads as JSON. */
+const compressed = (headers: Record<string, string>) =>
+  !['', 'identity', undefined].includes(headers['content-encoding']?.trim().toLowerCase())
+
 /** What the account should hold if the request is accepted: the body as the service reads it (int64 exact). */
 function acceptedPlant(body: Buffer): { id: bigint; plant: StoredPlant } {
   const value = parseExact(body.toString('utf8')) as { id: bigint; name: string; tag?: string | null }
@@ -207,16 +244,18 @@ for (const backend of backends) {
       { timeout: TIMEOUT_MS },
       async () => {
         await fc.assert(
-          fc.asyncProperty(rawBody, contentType, async (body, type) => {
+          fc.asyncProperty(rawBody, contentType, extraHeaders, async (body, type, extra) => {
             const res = await t.app.inject({
               method: 'POST',
               url: '/plants',
-              headers: { ...bearer(secret), ...(type === undefined ? {} : { 'content-type': type }) },
+              headers: { ...extra, ...bearer(secret), ...(type === undefined ? {} : { 'content-type': type }) },
               payload: body,
             })
-            assertOutcome(res, [200, 409], `POST ${body.toString('utf8').slice(0, 200)}`)
+            const what = `POST ${JSON.stringify(extra)} ${body.toString('utf8').slice(0, 200)}`
+            assertOutcome(res, [200, 409], what)
             count(`POST ${res.statusCode}`)
             if (res.statusCode !== 200 && res.statusCode !== 409) return
+            assert.ok(!compressed(extra), `a compressed body was read as JSON: ${what}`)
             const { id, plant } = acceptedPlant(body)
             const known = model.get(id)
             const expected = known === undefined || samePlant(known, plant) ? 200 : 409

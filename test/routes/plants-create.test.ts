@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { gzipSync } from 'node:zlib'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
 import { parseExact } from '../helpers/json.js'
@@ -175,6 +176,23 @@ for (const backend of backends) {
     test('rejects application/json in a charset other than UTF-8 with 415', async () => {
       const res = await post({ id: 34, name: 'x' }, { 'content-type': 'application/json; charset=utf-16' })
       assertError(res, 415, 41501, /charset must be utf-8/)
+    })
+
+    test('rejects a compressed body (any Content-Encoding but identity) with 415 naming identity', async () => {
+      for (const coding of ['gzip', 'deflate', 'br', 'identity, gzip']) {
+        const res = await post({ id: 35, name: 'x' }, { 'content-encoding': coding })
+        assertError(res, 415, 41502, /Content-Encoding must be identity/)
+        assert.equal(res.headers['accept-encoding'], 'identity')
+      }
+      const zipped = await t.app.inject({
+        method: 'POST',
+        url: '/plants',
+        headers: { ...headers, 'content-type': 'application/json', 'content-encoding': 'gzip' },
+        payload: gzipSync('{"id": 35, "name": "x"}'),
+      })
+      assertError(zipped, 415, 41502, /identity/)
+      assert.deepEqual(await find(35n), [], 'nothing stored')
+      assert.equal((await post({ id: 35, name: 'x' }, { 'content-encoding': 'Identity' })).statusCode, 200)
     })
 
     test('accepts application/json with a charset parameter', async () => {
