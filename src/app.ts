@@ -6,6 +6,7 @@ import { clientErrorHandler, MAX_HEADER_BYTES } from './plugins/client-errors.js
 import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
+import { registerPipeliningLimit } from './plugins/pipelining.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
 import { Metrics, registerMetrics } from './plugins/metrics.js'
 import { authThrottle, registerTokenRateLimit, type RateLimitOptions } from './plugins/rate-limit.js'
@@ -83,6 +84,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const metrics = new Metrics()
   const storage = watchWrites(timedStorage(options.storage, metrics.storageTimer))
   registerRequestId(app)
+  registerPipeliningLimit(app)
   registerLifecycle(app, options.lifecycle ?? { draining: false })
   registerErrorHandler(app)
   registerJsonBody(app)

@@ -42,6 +42,11 @@ export const ErrorCatalogue = {
     summary: 'The request body has a Content-Encoding other than identity',
   },
   rateLimited: { error: 42901, status: 429, summary: 'Too many requests; retry later' },
+  tooManyInFlight: {
+    error: 42902,
+    status: 429,
+    summary: 'Too many requests in flight on one connection (pipelined); the connection is closed',
+  },
   headersTooLarge: { error: 43101, status: 431, summary: 'The request headers are over 16 KiB' },
   internal: { error: 50001, status: 500, summary: 'An unexpected error on the server' },
   unavailable: { error: 50301, status: 503, summary: 'The storage is unavailable; retry later' },

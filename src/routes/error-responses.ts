@@ -2,15 +2,21 @@ import { Type, type TSchema } from '@sinclair/typebox'
 import { ErrorCatalogue, type ErrorKind } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
 
-// Every authenticated route can refuse a caller: bad tokens, missing scope, and the rate limits.
-const AUTHENTICATED: ErrorKind[] = ['missingToken', 'invalidToken', 'insufficientScope', 'rateLimited']
+// Every authenticated route can refuse a caller: bad tokens, missing scope, the rate limits and the pipelining limit.
+const AUTHENTICATED: ErrorKind[] = [
+  'missingToken',
+  'invalidToken',
+  'insufficientScope',
+  'rateLimited',
+  'tooManyInFlight',
+]
 
 const challenge = { 'WWW-Authenticate': Type.String({ description: 'RFC 6750 Bearer challenge' }) }
 const HEADERS: Record<number, Record<string, TSchema>> = {
   401: challenge,
   403: challenge,
   415: { 'Accept-Encoding': Type.String({ description: 'With 41502: `identity`, the only content coding accepted' }) },
-  429: { 'Retry-After': Type.Integer({ description: 'Seconds until the limit resets' }) },
+  429: { 'Retry-After': Type.Integer({ description: 'With 42901: seconds until the limit resets' }) },
   503: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
 }
 

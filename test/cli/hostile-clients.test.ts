@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { after, before, describe, test } from 'node:test'
-import { parsed, rawExchange, responseCount } from '../helpers/raw-http.js'
+import { parsed, rawExchange, statusCodes } from '../helpers/raw-http.js'
 import { cleanup, eventually, http, startServer, type ServerProcess } from '../helpers/server-process.js'
 
 after(cleanup)
@@ -62,6 +63,23 @@ describe('plantstore serve, slow, oversized, smuggling and flooding clients', ()
     assert.ok(slowest < 3000, `the last idle connection was closed by the server after ${slowest} ms`)
   })
 
+  test('answers a client that pipelines requests without reading the answers with 429 past 16 in flight, and closes it', async () => {
+    for (let id = 1; id <= 300; id++) {
+      await http(server.baseUrl, 'POST', '/plants', { token: TOKEN, body: { id: 10_000 + id, name: 'n'.repeat(190) } })
+    }
+    const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.process.pid}/status`, 'utf8'))?.[1])
+    const before = rss()
+    // 2,000 requests for a 300-plant page (over 60 KiB each) in one go: about 120 MiB of answers if all were served.
+    const page = `GET /plants?limit=1000&fields=id,name HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`
+    const { text } = await rawExchange(server.port, [page.repeat(2000)], { closeAfterMs: 10_000 })
+    const statuses = statusCodes(text)
+    assert.deepEqual(statuses, [...Array<number>(16).fill(200), 429], `got ${statuses.length} answers`)
+    assert.match(text, /connection: close[\s\S]*"error":42902/i)
+    const grewKiB = rss() - before
+    assert.ok(grewKiB < 64 * 1024, `the server grew by ${grewKiB} KiB`)
+    assert.equal((await http(server.baseUrl, 'GET', '/plants?limit=1', { token: TOKEN })).status, 200)
+  })
+
   test('answers request headers over 16 KiB with 431 in the Error shape', async () => {
     const big = 'x'.repeat(17 * 1024)
     const { text } = await rawExchange(server.port, [`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`])
@@ -116,7 +134,7 @@ describe('plantstore serve, slow, oversized, smuggling and flooding clients', ()
         assert.equal(parsed(text).status, 200, text)
         assert.ok(await exists(id))
         const answer = await rawExchange(server.port, [request(id)], { closeAfterMs: 5000 })
-        assert.equal(responseCount(answer.text), 1, answer.text)
+        assert.deepEqual(statusCodes(answer.text), [400], answer.text)
         assert.equal(parsed(answer.text).status, 400, answer.text)
         assert.deepEqual(parsed(answer.text).body, { error: 40003, message: 'malformed HTTP request' })
         assert.ok(answer.ms < 5000, 'the server closed the connection')

@@ -36,7 +36,7 @@ export function parsed(raw: string): { status: number; body: unknown; head: stri
   return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), body: JSON.parse(body), head }
 }
 
-/** How many HTTP responses `raw` holds (status lines). */
-export function responseCount(raw: string): number {
-  return raw.match(/^HTTP\/1\.1 \d{3}/gm)?.length ?? 0
+/** The status codes of the HTTP responses in `raw`, in order (a response starts right after the last body). */
+export function statusCodes(raw: string): number[] {
+  return [...raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => Number(match[1]))
 }
