@@ -14,6 +14,22 @@ import { bearer, buildTestApp, checkEveryResponse, type TestApp } from '../helpe
 import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../helpers/backends.js'
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
 
+/** POSTs plant `id` (named x) to `app` as the holder of `auth`. */
+const postPlant = (app: FastifyInstance, auth: { authorization: string }, id: number) =>
+  app.inject({
+    method: 'POST',
+    url: '/plants',
+    headers: { ...auth, 'content-type': 'application/json' },
+    payload: `{"id": ${id}, "name": "x"}`,
+  })
+
+/** The storage-unavailable answer: 503, Retry-After 1, the Error shape. */
+function assertUnavailable(res: { statusCode: number; headers: Record<string, unknown>; json(): unknown }): void {
+  assert.equal(res.statusCode, 503)
+  assert.equal(res.headers['retry-after'], '1')
+  assert.deepEqual(res.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+}
+
 describe('server errors', () => {
   let t: TestApp
   before(async () => {
@@ -54,20 +70,12 @@ describe('storage unavailable (sqlite)', () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  const post = () =>
-    app.inject({
-      method: 'POST',
-      url: '/plants',
-      headers: { ...headers, 'content-type': 'application/json' },
-      payload: '{"id": 1, "name": "x"}',
-    })
+  const post = () => postPlant(app, headers, 1)
 
   test('answers 503 with Retry-After while another process holds the write lock, then recovers', async () => {
     locker.exec('BEGIN EXCLUSIVE')
     const busy = await post()
-    assert.equal(busy.statusCode, 503)
-    assert.equal(busy.headers['retry-after'], '1')
-    assert.deepEqual(busy.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+    assertUnavailable(busy)
     const notReady = await app.inject({ method: 'GET', url: '/readyz' })
     assert.equal(notReady.statusCode, 503)
     assert.equal(notReady.json().error, 50301)
@@ -108,21 +116,13 @@ if (POSTGRES_URL !== undefined)
       await database.dispose()
     })
 
-    const post = (id: number) =>
-      app.inject({
-        method: 'POST',
-        url: '/plants',
-        headers: { ...headers, 'content-type': 'application/json' },
-        payload: `{"id": ${id}, "name": "x"}`,
-      })
+    const post = (id: number) => postPlant(app, headers, id)
 
     test('answers 503 with Retry-After while another session holds the table lock, then recovers', async () => {
       await admin.begin(async (tx) => {
         await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
         const busy = await post(1)
-        assert.equal(busy.statusCode, 503)
-        assert.equal(busy.headers['retry-after'], '1')
-        assert.deepEqual(busy.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+        assertUnavailable(busy)
       })
       assert.equal((await post(1)).statusCode, 200)
     })
@@ -133,14 +133,7 @@ if (POSTGRES_URL !== undefined)
       try {
         await admin.begin(async (tx) => {
           await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
-          const busy = await plainApp.inject({
-            method: 'POST',
-            url: '/plants',
-            headers: { ...headers, 'content-type': 'application/json' },
-            payload: '{"id": 3, "name": "x"}',
-          })
-          assert.equal(busy.statusCode, 503)
-          assert.equal(busy.headers['retry-after'], '1')
+          assertUnavailable(await postPlant(plainApp, headers, 3))
         })
       } finally {
         await plainApp.close()
@@ -151,13 +144,7 @@ if (POSTGRES_URL !== undefined)
     test('answers 503 to a request in flight when the server ends its connection as a stopping PostgreSQL does, then recovers', async () => {
       const plain = await openStorage(database.url)
       const plainApp = checkEveryResponse(await buildApp({ storage: plain }))
-      const postFive = () =>
-        plainApp.inject({
-          method: 'POST',
-          url: '/plants',
-          headers: { ...headers, 'content-type': 'application/json' },
-          payload: '{"id": 5, "name": "x"}',
-        })
+      const postFive = () => postPlant(plainApp, headers, 5)
       try {
         await admin.begin(async (tx) => {
           await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
@@ -171,10 +158,7 @@ if (POSTGRES_URL !== undefined)
               WHERE datname = current_database() AND application_name = 'plantstore' AND wait_event_type = 'Lock'`
             ended = rows.length
           }
-          const res = await inFlight
-          assert.equal(res.statusCode, 503, res.body)
-          assert.equal(res.headers['retry-after'], '1')
-          assert.deepEqual(res.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+          assertUnavailable(await inFlight)
         })
         assert.equal((await postFive()).statusCode, 200)
       } finally {
@@ -191,14 +175,7 @@ if (POSTGRES_URL !== undefined)
       const { secret } = await issueToken(storage, { accountName: 'b' })
       try {
         assert.equal((await readOnlyApp.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
-        const refused = await readOnlyApp.inject({
-          method: 'POST',
-          url: '/plants',
-          headers: { ...bearer(secret), 'content-type': 'application/json' },
-          payload: '{"id": 6, "name": "x"}',
-        })
-        assert.equal(refused.statusCode, 503, refused.body)
-        assert.equal(refused.json().error, 50301)
+        assertUnavailable(await postPlant(readOnlyApp, bearer(secret), 6))
         const notReady = await readOnlyApp.inject({ method: 'GET', url: '/readyz' })
         assert.equal(notReady.statusCode, 503)
         assert.equal(notReady.json().error, 50301)
@@ -216,9 +193,7 @@ if (POSTGRES_URL !== undefined)
       const notReady = await app.inject({ method: 'GET', url: '/readyz' })
       assert.equal(notReady.statusCode, 503)
       assert.equal(notReady.json().error, 50301)
-      assert.equal(down.statusCode, 503)
-      assert.equal(down.headers['retry-after'], '1')
-      assert.deepEqual(down.json(), { error: 50301, message: 'storage is unavailable; retry shortly' })
+      assertUnavailable(down)
       await proxy.restore()
       assert.equal((await post(2)).statusCode, 200)
       assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
