@@ -2,7 +2,17 @@ import { StorageUnavailableError } from '../errors.js'
 import type { Storage } from './types.js'
 
 // The calls that write; one failing because the database cannot take writes marks the store as failing.
-const WRITES = new Set<PropertyKey>(['createPlant', 'deletePlant', 'createToken', 'createFirstToken', 'revokeToken'])
+const WRITES = new Set<PropertyKey>([
+  'createPlant',
+  'deletePlant',
+  'createToken',
+  'createFirstToken',
+  'revokeToken',
+  'createSubscription',
+  'deleteSubscription',
+  'claimDeliveries',
+  'finishDelivery',
+])
 
 /**
  * The same storage, whose ping() answers for writes too. A database can answer reads while refusing writes (disk

@@ -27,12 +27,12 @@ for (const backend of backends) {
       for (const database of databases) await database.dispose()
     })
 
-    test('applies migrations 1 and 2 to a fresh database and prints so, then says it is up to date', async () => {
+    test('applies every migration (1, 2, 3) to a fresh database and prints so, then says it is up to date', async () => {
       const url = await freshDatabase()
       // The test databases have no password, so the URL is printed as given (redaction: test/redact.test.ts).
       const first = await runCli(['migrate', '--database', url])
       assert.equal(first.code, 0, first.stderr)
-      assert.equal(first.stdout, `plantstore: applied migration(s) 1, 2 to ${url}\n`)
+      assert.equal(first.stdout, `plantstore: applied migration(s) 1, 2, 3 to ${url}\n`)
       assert.equal(first.stderr, '')
 
       const second = await runCli(['migrate', '--database', url])
@@ -49,10 +49,10 @@ for (const backend of backends) {
       assert.match(line, /plantstore migrate/)
       assert.doesNotMatch(refused.stdout, /Server listening|pst_/)
 
-      // The refused start changed nothing: migrate still has migrations 1 and 2 to apply.
+      // The refused start changed nothing: migrate still has every migration to apply.
       const migrated = await runCli(['migrate', '--database', url])
       assert.equal(migrated.code, 0, migrated.stderr)
-      assert.match(migrated.stdout, /^plantstore: applied migration\(s\) 1, 2 to /)
+      assert.match(migrated.stdout, /^plantstore: applied migration\(s\) 1, 2, 3 to /)
 
       const server = await startServer({ database: url, env })
       const health = await http(server.baseUrl, 'GET', '/healthz')

@@ -7,7 +7,13 @@ import {
   type Storage,
   type StoredPlant,
   type TokenRecord,
+  type ClaimedDelivery,
+  type DeliveryOutcome,
+  type NewSubscription,
+  type Subscription,
 } from '../types.js'
+import { createdBody, deletedBody, newEventId } from '../../webhooks/events.js'
+import { PostgresWebhooks, queueEvents } from './webhooks.js'
 import { StorageUnavailableError } from '../../errors.js'
 import { guard } from './errors.js'
 import { connect, type Query, type Sql, type TransactionSql } from './client.js'
@@ -72,10 +78,12 @@ const MAX_ATTEMPTS = 10
 /** Storage on PostgreSQL (or an engine speaking its protocol) through a pool of the `postgres` client. */
 export class PostgresStorage implements Storage {
   readonly #sql: Sql
+  readonly #webhooks: PostgresWebhooks
   readonly migrationsApplied: readonly number[]
 
   private constructor(sql: Sql, migrationsApplied: number[]) {
     this.#sql = sql
+    this.#webhooks = new PostgresWebhooks(sql)
     this.migrationsApplied = migrationsApplied
   }
 
@@ -101,9 +109,11 @@ export class PostgresStorage implements Storage {
     return guard(async () => {
       // A delete can slip between the two statements; then the id is free again and the insert is retried.
       for (let attempt = 1; ; attempt++) {
-        const inserted = await sql`INSERT INTO plants (account_id, id, name, tag)
-          VALUES (${accountId}, ${plant.id}, ${plant.name}, ${plant.tag}) ON CONFLICT DO NOTHING`
-        if (inserted.count === 1) return 'created'
+        const queue = queueEvents(sql, accountId, 'plant.created', newEventId(), createdBody(plant))
+        const [inserted] = await sql<{ n: number }[]>`WITH changed AS (INSERT INTO plants (account_id, id, name, tag)
+          VALUES (${accountId}, ${plant.id}, ${plant.name}, ${plant.tag}) ON CONFLICT DO NOTHING RETURNING id),
+          ${queue} SELECT count(*)::int AS n FROM changed`
+        if (inserted!.n === 1) return 'created'
         const [existing] = await sql<{ name: string; tag: string | null }[]>`SELECT name, tag FROM plants
           WHERE account_id = ${accountId} AND id = ${plant.id}`
         if (existing === undefined && attempt < MAX_ATTEMPTS) continue
@@ -132,8 +142,12 @@ export class PostgresStorage implements Storage {
 
   async deletePlant(accountId: number, id: bigint): Promise<boolean> {
     const sql = this.#sql
-    const result = await guard(() => sql`DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}`)
-    return result.count === 1
+    const queue = queueEvents(sql, accountId, 'plant.deleted', newEventId(), deletedBody(id))
+    const [deleted] = await guard(
+      () => sql<{ n: number }[]>`WITH changed AS (DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}
+        RETURNING id), ${queue} SELECT count(*)::int AS n FROM changed`,
+    )
+    return deleted!.n === 1
   }
 
   async findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined> {
@@ -195,6 +209,30 @@ export class PostgresStorage implements Storage {
       () => sql`INSERT INTO storage_probe (id, checked_at) VALUES (1, now())
         ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at`,
     )
+  }
+
+  createSubscription(subscription: NewSubscription): Promise<Subscription> {
+    return this.#webhooks.createSubscription(subscription)
+  }
+
+  listSubscriptions(filter?: { accountId?: number; accountName?: string }): Promise<Subscription[]> {
+    return this.#webhooks.listSubscriptions(filter)
+  }
+
+  deleteSubscription(id: string, accountId?: number): Promise<boolean> {
+    return this.#webhooks.deleteSubscription(id, accountId)
+  }
+
+  claimDeliveries(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+    return this.#webhooks.claimDeliveries(limit, leaseMs)
+  }
+
+  finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void> {
+    return this.#webhooks.finishDelivery(delivery, outcome)
+  }
+
+  countPendingDeliveries(): Promise<number> {
+    return this.#webhooks.countPendingDeliveries()
   }
 
   async close(): Promise<void> {

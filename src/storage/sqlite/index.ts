@@ -9,7 +9,14 @@ import {
   type Storage,
   type StoredPlant,
   type TokenRecord,
+  type ClaimedDelivery,
+  type DeliveryOutcome,
+  type NewSubscription,
+  type Subscription,
 } from '../types.js'
+import { createdBody, deletedBody, newEventId } from '../../webhooks/events.js'
+import { ensureAccount } from './accounts.js'
+import { SqliteWebhooks } from './webhooks.js'
 import { guard } from './errors.js'
 import { GroupCommit } from './group-commit.js'
 import { migrate, pendingMigrations } from './migrations.js'
@@ -52,8 +59,9 @@ function pageSql(tag: boolean, after: boolean, limit: number): string {
 
 type PageRow = [id: bigint, name: string, tag: string | null]
 
-// How long a readiness probe write waits for another process's write lock.
-const PROBE_BUSY_TIMEOUT_MS = 100
+// How long a readiness probe or a webhook claim waits for another process's write lock: neither is worth holding
+// the event loop for the whole busy timeout (better-sqlite3 waits synchronously).
+const SHORT_BUSY_TIMEOUT_MS = 100
 
 // Page statements kept prepared; the least recently used is dropped beyond this (the route asks for up to 1001
 // rows, in 4 shapes).
@@ -104,6 +112,9 @@ export class SqliteStorage implements Storage {
   readonly #probe: Statement
   readonly #writes: GroupCommit
   readonly #busyTimeoutMs: number
+  readonly #webhooks: SqliteWebhooks
+  readonly #createWithEvents: (accountId: number, plant: StoredPlant) => CreateOutcome
+  readonly #deleteWithEvents: (accountId: number, id: bigint) => boolean
   readonly migrationsApplied: readonly number[]
 
   /**
@@ -132,14 +143,33 @@ export class SqliteStorage implements Storage {
       'INSERT INTO storage_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at',
     )
     this.#writes = new GroupCommit(db)
+    this.#webhooks = new SqliteWebhooks(db, this.#writes)
+    // Inside a group-commit batch these nest as savepoints: the plant change and its events stand or fall together.
+    this.#createWithEvents = db.transaction((accountId: number, plant: StoredPlant) => {
+      const outcome = this.#insert(accountId, plant)
+      if (outcome === 'created') this.#webhooks.queue(accountId, 'plant.created', newEventId(), createdBody(plant))
+      return outcome
+    })
+    this.#deleteWithEvents = db.transaction((accountId: number, id: bigint) => {
+      const deleted = this.#deletePlant.run(accountId, id).changes === 1
+      if (deleted) this.#webhooks.queue(accountId, 'plant.deleted', newEventId(), deletedBody(id))
+      return deleted
+    })
   }
 
   createPlant(accountId: number, plant: StoredPlant): Promise<CreateOutcome> {
-    return this.#writes.run(() => {
-      if (this.#insertPlant.run(accountId, plant.id, plant.name, plant.tag).changes === 1) return 'created'
-      const existing = this.#getPlant.get(accountId, plant.id) as { name: string; tag: string | null }
-      return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
-    })
+    // Without subscriptions a create is one change and needs no savepoint (they cost as much as the insert).
+    return this.#writes.run(() =>
+      this.#webhooks.hasSubscriptions(accountId)
+        ? this.#createWithEvents(accountId, plant)
+        : this.#insert(accountId, plant),
+    )
+  }
+
+  #insert(accountId: number, plant: StoredPlant): CreateOutcome {
+    if (this.#insertPlant.run(accountId, plant.id, plant.name, plant.tag).changes === 1) return 'created'
+    const existing = this.#getPlant.get(accountId, plant.id) as { name: string; tag: string | null }
+    return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
   }
 
   async listPlants(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
@@ -170,7 +200,11 @@ export class SqliteStorage implements Storage {
   }
 
   deletePlant(accountId: number, id: bigint): Promise<boolean> {
-    return this.#writes.run(() => this.#deletePlant.run(accountId, id).changes === 1)
+    return this.#writes.run(() =>
+      this.#webhooks.hasSubscriptions(accountId)
+        ? this.#deleteWithEvents(accountId, id)
+        : this.#deletePlant.run(accountId, id).changes === 1,
+    )
   }
 
   async findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined> {
@@ -185,17 +219,13 @@ export class SqliteStorage implements Storage {
 
   #insertToken(token: NewToken): true {
     const db = this.#db
-    db.prepare('INSERT INTO accounts (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING').run(
-      token.accountName,
-      Date.now(),
-    )
-    const account = db.prepare('SELECT id FROM accounts WHERE name = ?').get(token.accountName) as { id: number }
+    const accountId = ensureAccount(db, token.accountName)
     db.prepare(
       `INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
          VALUES (?, ?, ?, ?, ?, ?, ?)`,
     ).run(
       token.id,
-      account.id,
+      accountId,
       token.secretHash,
       token.scopes.join(' '),
       token.label,
@@ -242,15 +272,41 @@ export class SqliteStorage implements Storage {
   async probeWrite(): Promise<void> {
     // Its own short commit, outside the group: better-sqlite3 waits for another process's lock synchronously, and
     // a readiness check must not hold the event loop for the whole busy timeout; a lock held longer is the answer.
-    const db = this.#db
-    guard(() => {
-      db.pragma(`busy_timeout = ${PROBE_BUSY_TIMEOUT_MS}`)
-      try {
-        this.#probe.run(Date.now())
-      } finally {
-        db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`)
-      }
-    })
+    this.#briefly(() => guard(() => this.#probe.run(Date.now())))
+  }
+
+  /** Runs `fn` waiting at most SHORT_BUSY_TIMEOUT_MS for another process's write lock. */
+  #briefly<T>(fn: () => T): T {
+    this.#db.pragma(`busy_timeout = ${SHORT_BUSY_TIMEOUT_MS}`)
+    try {
+      return fn()
+    } finally {
+      this.#db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`)
+    }
+  }
+
+  createSubscription(subscription: NewSubscription): Promise<Subscription> {
+    return this.#webhooks.createSubscription(subscription)
+  }
+
+  listSubscriptions(filter?: { accountId?: number; accountName?: string }): Promise<Subscription[]> {
+    return this.#webhooks.listSubscriptions(filter)
+  }
+
+  deleteSubscription(id: string, accountId?: number): Promise<boolean> {
+    return this.#webhooks.deleteSubscription(id, accountId)
+  }
+
+  claimDeliveries(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+    return this.#webhooks.claimDeliveries(limit, leaseMs, (fn) => this.#briefly(fn))
+  }
+
+  finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void> {
+    return this.#webhooks.finishDelivery(delivery, outcome)
+  }
+
+  countPendingDeliveries(): Promise<number> {
+    return this.#webhooks.countPendingDeliveries()
   }
 
   async close(): Promise<void> {

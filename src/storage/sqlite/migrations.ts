@@ -35,6 +35,37 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
     // One row, rewritten by readiness checks to learn whether the database takes writes again.
     sql: 'CREATE TABLE storage_probe (id INTEGER PRIMARY KEY, checked_at INTEGER NOT NULL);',
   },
+  {
+    version: 3,
+    // Webhooks: subscriptions, and the outbox of deliveries written in the transaction of the plant change.
+    sql: `
+      CREATE TABLE webhook_subscriptions (
+        id TEXT PRIMARY KEY,
+        account_id INTEGER NOT NULL REFERENCES accounts (id),
+        url TEXT NOT NULL,
+        secret TEXT NOT NULL,
+        event_types TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      );
+      CREATE INDEX webhook_subscriptions_by_account ON webhook_subscriptions (account_id);
+      CREATE TABLE webhook_deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        subscription_id TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        lease TEXT,
+        last_status INTEGER,
+        last_error TEXT
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (state, next_attempt_at);
+      CREATE INDEX webhook_deliveries_by_subscription ON webhook_deliveries (subscription_id, state, id);
+    `,
+  },
 ]
 
 /** Versions this release needs that the database lacks. */

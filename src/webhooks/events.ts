@@ -1,0 +1,31 @@
+import { randomBytes } from 'node:crypto'
+
+/** The events a subscription can receive. */
+export const EVENT_TYPES = ['plant.created', 'plant.deleted'] as const
+export type EventType = (typeof EVENT_TYPES)[number]
+
+/** A new event id (`webhook-id`): the same on every attempt, so receivers can drop duplicates. */
+export function newEventId(): string {
+  return 'msg_' + randomBytes(16).toString('base64url')
+}
+
+/** A new subscription id, safe to print and log. */
+export function newSubscriptionId(): string {
+  return 'whk_' + randomBytes(8).toString('hex')
+}
+
+/** A new signing secret in the Standard Webhooks form: `whsec_` and 32 random bytes in base64. */
+export function newSigningSecret(): string {
+  return 'whsec_' + randomBytes(32).toString('base64')
+}
+
+/** The body of `plant.created`: the contract's NewPlant `{id, name, tag?}`, the int64 id written exactly. */
+export function createdBody(plant: { id: bigint; name: string; tag: string | null }): string {
+  const tag = plant.tag === null ? '' : `,"tag":${JSON.stringify(plant.tag)}`
+  return `{"id":${plant.id},"name":${JSON.stringify(plant.name)}${tag}}`
+}
+
+/** The body of `plant.deleted`: `{id}`. */
+export function deletedBody(id: bigint): string {
+  return `{"id":${id}}`
+}
