@@ -14,6 +14,8 @@ import { RequestLog } from './plugins/request-log.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { plantRoutes } from './routes/plants.js'
+import { webhookRoutes } from './routes/webhooks.js'
+import { registerWebhookDispatcher, type DeliverySettings } from './plugins/webhook-dispatcher.js'
 import { validatorCompiler } from './schemas/validator.js'
 import type { Storage } from './storage/index.js'
 import { timedStorage } from './storage/timed.js'
@@ -37,6 +39,11 @@ export interface AppOptions {
   metricsToken?: string
   /** Shared with the server, which starts draining on a shutdown signal; a private one when not given. */
   lifecycle?: Lifecycle
+  /**
+   * Webhooks: whether subscriptions may name private addresses (false when not given), and the delivery settings
+   * when this app is to deliver (no dispatcher runs otherwise).
+   */
+  webhooks?: { allowPrivate?: boolean; delivery?: DeliverySettings }
 }
 
 // Secrets must never reach a log line, whatever a serializer or a debug statement prints. `*.headers...`
@@ -96,5 +103,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   if (limits) await registerTokenRateLimit(app, limits)
   await app.register(healthRoutes, { storage })
   await app.register(plantRoutes, { storage })
+  const allowPrivate = options.webhooks?.allowPrivate ?? false
+  await app.register(webhookRoutes, { storage, allowPrivate })
+  metrics.webhookQueue(() => storage.countPendingDeliveries())
+  const delivery = options.webhooks?.delivery
+  if (delivery) registerWebhookDispatcher(app, storage, { ...delivery, allowPrivate }, metrics)
   return app
 }

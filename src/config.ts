@@ -41,6 +41,10 @@ export const ConfigSchema = Type.Object({
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+' })),
   PLANTSTORE_METRICS_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{16,512}$' })),
   PLANTSTORE_BOOTSTRAP_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{32,512}$' })),
+  PLANTSTORE_WEBHOOK_DELIVERY: Type.Boolean({ default: true }),
+  PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: Type.Boolean({ default: false }),
+  PLANTSTORE_WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
+  PLANTSTORE_WEBHOOK_RETRY_BASE_MS: milliseconds(5_000),
 })
 export type Config = Static<typeof ConfigSchema>
 
@@ -63,6 +67,10 @@ const HINTS: Record<string, string> = {
   REDIS_URL: 'a URL like redis://host:6379 or rediss://user:password@host:6380',
   PLANTSTORE_METRICS_TOKEN: '16 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
   PLANTSTORE_BOOTSTRAP_TOKEN: '32 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
+  PLANTSTORE_WEBHOOK_DELIVERY: 'true or false',
+  PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true or false',
+  PLANTSTORE_WEBHOOK_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
+  PLANTSTORE_WEBHOOK_RETRY_BASE_MS: 'an integer from 100 to 3600000 (milliseconds)',
 }
 
 const SECRET_KEYS = new Set(['PLANTSTORE_BOOTSTRAP_TOKEN', 'PLANTSTORE_METRICS_TOKEN'])

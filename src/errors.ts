@@ -20,6 +20,7 @@ export const ErrorCatalogue = {
   },
   plantNotFound: { error: 40401, status: 404, summary: 'The account has no plant with that id' },
   routeNotFound: { error: 40402, status: 404, summary: 'No route matches the method and path' },
+  subscriptionNotFound: { error: 40403, status: 404, summary: 'The account has no webhook subscription with that id' },
   requestTimeout: {
     error: 40801,
     status: 408,

@@ -9,6 +9,9 @@ import { StorageUnavailableError } from './errors.js'
 import { MigrationsPendingError, openStorage } from './storage/index.js'
 import type { Storage } from './storage/types.js'
 
+// A delivery still failing a day after its event is given up (marked failed).
+const WEBHOOK_GIVE_UP_AFTER_MS = 24 * 3_600_000
+
 /** Why opening storage failed, as one line naming the key to look at. */
 function openError(err: unknown, config: Pick<Config, 'DATABASE_URL'>): ConfigError {
   if (err instanceof MigrationsPendingError)
@@ -72,6 +75,16 @@ export async function serve(config: Config): Promise<void> {
       headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
       requestMs: config.HTTP_REQUEST_TIMEOUT_MS,
       keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    },
+    webhooks: {
+      allowPrivate: config.PLANTSTORE_WEBHOOK_ALLOW_PRIVATE,
+      delivery: config.PLANTSTORE_WEBHOOK_DELIVERY
+        ? {
+            timeoutMs: config.PLANTSTORE_WEBHOOK_TIMEOUT_MS,
+            retryBaseMs: config.PLANTSTORE_WEBHOOK_RETRY_BASE_MS,
+            giveUpAfterMs: WEBHOOK_GIVE_UP_AFTER_MS,
+          }
+        : undefined,
     },
   })
   shared?.logTo(app.log)

@@ -20,6 +20,10 @@ describe('configuration', () => {
       SHUTDOWN_DRAIN_SECONDS: 0,
       SHUTDOWN_GRACE_SECONDS: 10,
       LOG_LEVEL: 'info',
+      PLANTSTORE_WEBHOOK_DELIVERY: true,
+      PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: false,
+      PLANTSTORE_WEBHOOK_TIMEOUT_MS: 10_000,
+      PLANTSTORE_WEBHOOK_RETRY_BASE_MS: 5_000,
     })
     assert.equal(DEFAULT_DATABASE_URL, 'sqlite:./data/plantstore.db')
   })
@@ -85,6 +89,22 @@ describe('configuration', () => {
       /^DATABASE_MIGRATE_ON_START: .*true or false/,
     ],
     ['a bootstrap token that is too short', { PLANTSTORE_BOOTSTRAP_TOKEN: 'short' }, /^PLANTSTORE_BOOTSTRAP_TOKEN: /],
+    [
+      'a webhook private-address switch that is not true or false',
+      { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'yes' },
+      /^PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: .*true or false/,
+    ],
+    ['a webhook timeout under 100 ms', { PLANTSTORE_WEBHOOK_TIMEOUT_MS: '10' }, /^PLANTSTORE_WEBHOOK_TIMEOUT_MS: /],
+    [
+      'a webhook retry base that is not a number',
+      { PLANTSTORE_WEBHOOK_RETRY_BASE_MS: 'x' },
+      /^PLANTSTORE_WEBHOOK_RETRY_BASE_MS: /,
+    ],
+    [
+      'a webhook delivery switch that is not true or false',
+      { PLANTSTORE_WEBHOOK_DELIVERY: '1' },
+      /^PLANTSTORE_WEBHOOK_DELIVERY: /,
+    ],
   ]
   for (const [what, env, message] of bad) {
     test(`fails fast on ${what}, naming the key`, () => {

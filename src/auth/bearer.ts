@@ -34,6 +34,12 @@ declare module 'fastify' {
   }
 }
 
+/** The caller of a route that declares a scope; such a route is never reached unauthenticated. */
+export function callerOf(request: { caller: Caller | null }): Caller {
+  if (request.caller === null) throw new Error('route reached without authentication')
+  return request.caller
+}
+
 // RFC 6750 b64token, bounded so a huge header costs nothing to hash.
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]{1,512}=*) *$/i
 

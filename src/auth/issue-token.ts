@@ -1,11 +1,11 @@
 import type { Storage } from '../storage/index.js'
 import type { NewToken, TokenRecord } from '../storage/types.js'
-import { hashSecret, newTokenId, newTokenSecret, SCOPES } from './tokens.js'
+import { DEFAULT_SCOPES, hashSecret, newTokenId, newTokenSecret } from './tokens.js'
 
 /** What a new token is for; every field but the account has a default. */
 export interface TokenRequest {
   accountName: string
-  /** Both scopes when not given. */
+  /** plants:read and plants:write when not given. */
   scopes?: readonly string[]
   label?: string | null
   expiresAt?: Date | null
@@ -20,7 +20,7 @@ export function mintToken(request: TokenRequest): { secret: string; record: NewT
     id: newTokenId(),
     accountName: request.accountName,
     secretHash: hashSecret(secret),
-    scopes: [...new Set(request.scopes ?? SCOPES)],
+    scopes: [...new Set(request.scopes ?? DEFAULT_SCOPES)],
     label: request.label ?? null,
     expiresAt: request.expiresAt ?? null,
   }

@@ -1,8 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto'
 
 export const TOKEN_PREFIX = 'pst_'
-export const SCOPES = ['plants:read', 'plants:write'] as const
+export const SCOPES = ['plants:read', 'plants:write', 'webhooks:manage'] as const
 export type Scope = (typeof SCOPES)[number]
+/** What a token may do when no scope is asked for: the plants, not the webhooks (least privilege). */
+export const DEFAULT_SCOPES: readonly Scope[] = ['plants:read', 'plants:write']
 
 /** A new secret: the prefix (so secret scanners can spot leaks) and 32 random bytes, base64url. */
 export function newTokenSecret(): string {

@@ -3,6 +3,7 @@ import { VERSION } from '../version.js'
 import { MIGRATE_HELP, migrateCommand } from './migrate.js'
 import { SERVE_HELP, serveCommand } from './serve.js'
 import { TOKENS_HELP, tokensCommand } from './tokens.js'
+import { WEBHOOKS_HELP, webhooksCommand } from './webhooks.js'
 
 const HELP = `plantstore ${VERSION}: the Plant Store API service
 
@@ -11,6 +12,7 @@ Usage: plantstore <command> [options]
 Commands:
   serve     run the HTTP service (what npm start runs)
   tokens    create, list and revoke API tokens
+  webhooks  add, list and remove webhook subscriptions
   migrate   apply database migrations and exit
 
 Run plantstore <command> --help for a command's options.`
@@ -18,6 +20,7 @@ Run plantstore <command> --help for a command's options.`
 const COMMANDS: Record<string, { help: string; run: (args: string[]) => Promise<void> }> = {
   serve: { help: SERVE_HELP, run: serveCommand },
   tokens: { help: TOKENS_HELP, run: tokensCommand },
+  webhooks: { help: WEBHOOKS_HELP, run: webhooksCommand },
   migrate: { help: MIGRATE_HELP, run: migrateCommand },
 }
 

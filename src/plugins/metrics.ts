@@ -1,6 +1,6 @@
 import { timingSafeEqual, createHash } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { AuthFailure } from '../auth/bearer.js'
 import type { StorageTimer } from '../storage/timed.js'
 import { sendError } from './error-handler.js'
@@ -41,8 +41,39 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  readonly #webhookDeliveries = new Counter({
+    name: 'plantstore_webhook_deliveries_total',
+    help: 'Webhook delivery attempts, by outcome: delivered, retry (will be tried again) or failed (given up)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  })
+  readonly #webhookDuration = new Histogram({
+    name: 'plantstore_webhook_delivery_duration_seconds',
+    help: 'Time of one webhook delivery attempt, from sending to the answer, the error or the timeout',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  })
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'plantstore_' })
+  }
+
+  /** Counts one webhook attempt and its duration. */
+  readonly webhookAttempt = (outcome: 'delivered' | 'retry' | 'failed', seconds: number): void => {
+    this.#webhookDeliveries.inc({ outcome })
+    this.#webhookDuration.observe(seconds)
+  }
+
+  /** Reports the webhook queue depth at each scrape, as `depth` tells it. */
+  webhookQueue(depth: () => Promise<number>): void {
+    new Gauge({
+      name: 'plantstore_webhook_queue_depth',
+      help: 'Webhook deliveries not yet made (all instances: read from the database at scrape time)',
+      registers: [this.registry],
+      async collect() {
+        this.set(await depth().catch(() => Number.NaN))
+      },
+    })
   }
 
   /** Counts one answered request. */

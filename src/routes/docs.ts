@@ -3,7 +3,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import { ErrorCatalogue } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
-import { Plant } from '../schemas/plant.js'
+import { NewPlant, Plant } from '../schemas/plant.js'
 
 const catalogue = Object.values(ErrorCatalogue)
   .map(({ error, status, summary }) => `| ${error} | ${status} | ${summary} |`)
@@ -19,6 +19,52 @@ ${catalogue}
 
 Every response carries \`X-Request-Id\` (a sane incoming one is echoed).`
 
+const header = (name: string, description: string) =>
+  ({ name, in: 'header', required: true, description, schema: { type: 'string' } }) as const
+
+const signatureHeaders = [
+  header('webhook-id', 'The event id, the same on every attempt: drop an event whose id you have seen'),
+  header('webhook-timestamp', 'Seconds since the Unix epoch when this attempt was signed; refuse old ones (replays)'),
+  header(
+    'webhook-signature',
+    '`v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the bytes of the ' +
+      "subscription's secret (the base64 after `whsec_`); Standard Webhooks",
+  ),
+  header('plantstore-event-type', 'plant.created or plant.deleted'),
+]
+
+function webhook(summary: string, description: string, schema: Record<string, unknown>) {
+  return {
+    post: {
+      summary,
+      description,
+      parameters: signatureHeaders,
+      requestBody: { required: true, content: { 'application/json': { schema } } },
+      responses: {
+        '200': {
+          description: 'Any 2xx within the timeout (10 s by default) counts as received; anything else is retried',
+        },
+      },
+    },
+  }
+}
+
+const webhooks = {
+  'plant.created': webhook(
+    'A plant was added to the store',
+    "Information about a new plant added to the store (the contract's `/plant/webhook`): the NewPlant, id exact. " +
+      'Delivered at least once to each subscription that wants it, in order per subscription, retried with ' +
+      'exponential backoff for at least 24 hours.',
+    { $ref: '#/components/schemas/NewPlant' },
+  ),
+  'plant.deleted': webhook('A plant was deleted', 'The id of the plant deleted.', {
+    type: 'object',
+    required: ['id'],
+    additionalProperties: false,
+    properties: { id: { type: 'integer', format: 'int64' } },
+  }),
+}
+
 /**
  * The OpenAPI 3.1 document, generated from the route schemas, at GET /openapi.json,
  * and an interactive reference at GET /docs served from installed packages.
@@ -26,12 +72,14 @@ Every response carries \`X-Request-Id\` (a sane incoming one is echoed).`
 export async function registerDocs(app: FastifyInstance, version: string): Promise<void> {
   app.addSchema(ErrorBody)
   app.addSchema(Plant)
+  app.addSchema(NewPlant)
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
       info: { title: 'Plant Store', description, version, license: { name: 'MIT' } },
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearerAuth: [] }],
+      webhooks,
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   })

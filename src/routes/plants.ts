@@ -4,16 +4,11 @@ import { ApiError } from '../errors.js'
 import { LIMIT_DEFAULT, ListQuery } from '../schemas/list-query.js'
 import { NewPlant, Plant, PlantItem } from '../schemas/plant.js'
 import { PlantParams } from '../schemas/plant-params.js'
-import type { Caller } from '../auth/bearer.js'
+import { callerOf } from '../auth/bearer.js'
 import type { Storage } from '../storage/index.js'
 import type { StoredPlant } from '../storage/types.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { errorResponses } from './error-responses.js'
-
-function callerOf(request: { caller: Caller | null }): Caller {
-  if (request.caller === null) throw new Error('route reached without authentication')
-  return request.caller
-}
 
 function toPlant(plant: StoredPlant): Plant {
   return plant.tag === null ? { name: plant.name } : { name: plant.name, tag: plant.tag }

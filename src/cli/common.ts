@@ -1,0 +1,37 @@
+import { ConfigError, loadConfig } from '../config.js'
+import { openConfiguredStorage } from '../server.js'
+import type { Storage } from '../storage/index.js'
+
+const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
+
+/** The --account value, or the usage error naming it. */
+export function accountName(value: string | undefined): string {
+  if (value === undefined || !ACCOUNT_NAME.test(value)) {
+    throw new ConfigError(
+      '--account: required, 1 to 64 characters from A-Z a-z 0-9 . _ - (starting with a letter or digit)',
+    )
+  }
+  return value
+}
+
+/** Runs `fn` on the storage --database (or DATABASE_URL) names, closing it afterwards. */
+export async function withStorage(
+  database: string | undefined,
+  fn: (storage: Storage) => Promise<void>,
+): Promise<void> {
+  const storage = await openConfiguredStorage(loadConfig(process.env, { DATABASE_URL: database }))
+  await fn(storage).finally(() => storage.close())
+}
+
+/** Prints `rows` under `header` in aligned columns on stdout. */
+export function printTable(header: string[], rows: string[][]): void {
+  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)))
+  for (const row of [header, ...rows]) {
+    process.stdout.write(
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd() + '\n',
+    )
+  }
+}

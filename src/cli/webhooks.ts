@@ -1,0 +1,91 @@
+import { parseArgs } from 'node:util'
+import { ConfigError, loadConfig } from '../config.js'
+import { EVENT_TYPES, newSigningSecret, newSubscriptionId, type EventType } from '../webhooks/events.js'
+import { urlProblem } from '../webhooks/url-policy.js'
+import { accountName, printTable, withStorage } from './common.js'
+
+export const WEBHOOKS_HELP = `Usage:
+  plantstore webhooks add --account NAME --url URL [--event plant.created] [--event plant.deleted]
+                          [--database URL]
+      Subscribes URL to the account's events (both types when no --event is given). Prints the signing
+      secret alone on the first line of stdout (details go to stderr); it is shown only this once.
+      Private, loopback and link-local addresses are refused unless PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true.
+  plantstore webhooks list [--account NAME] [--database URL]
+      Lists subscriptions (never their secrets).
+  plantstore webhooks remove SUBSCRIPTION_ID [--database URL]
+      Removes a subscription and its undelivered events.
+
+--database defaults to DATABASE_URL, then sqlite:./data/plantstore.db.`
+
+async function add(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      account: { type: 'string' },
+      url: { type: 'string' },
+      event: { type: 'string', multiple: true },
+      database: { type: 'string' },
+    },
+  })
+  const account = accountName(values.account)
+  const events = [...new Set(values.event ?? EVENT_TYPES)]
+  const unknown = events.find((event) => !EVENT_TYPES.includes(event as EventType))
+  if (unknown !== undefined) {
+    throw new ConfigError(`--event: unknown event type "${unknown}"; expected ${EVENT_TYPES.join(' or ')}`)
+  }
+  const allowPrivate = loadConfig(process.env).PLANTSTORE_WEBHOOK_ALLOW_PRIVATE
+  const problem = values.url === undefined ? 'is required' : await urlProblem(values.url, allowPrivate)
+  if (problem !== undefined) throw new ConfigError(`--url: ${problem}`)
+  await withStorage(values.database, async (storage) => {
+    const secret = newSigningSecret()
+    const subscription = await storage.createSubscription({
+      id: newSubscriptionId(),
+      accountName: account,
+      url: values.url!,
+      secret,
+      eventTypes: events as EventType[],
+    })
+    process.stdout.write(secret + '\n')
+    process.stderr.write(
+      `Created ${subscription.id} for account ${account}: ${subscription.eventTypes.join(' ')} to ${subscription.url}.\n`,
+    )
+    process.stderr.write('The signing secret is shown only this once.\n')
+  })
+}
+
+async function list(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { account: { type: 'string' }, database: { type: 'string' } } })
+  await withStorage(values.database, async (storage) => {
+    const rows = (await storage.listSubscriptions({ accountName: values.account })).map((subscription) => [
+      subscription.id,
+      subscription.accountName,
+      subscription.eventTypes.join(','),
+      subscription.createdAt.toISOString(),
+      subscription.url,
+    ])
+    printTable(['ID', 'ACCOUNT', 'EVENTS', 'CREATED', 'URL'], rows)
+  })
+}
+
+async function remove(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, options: { database: { type: 'string' } }, allowPositionals: true })
+  const id = positionals[0]
+  if (id === undefined || positionals.length > 1) {
+    throw new ConfigError('SUBSCRIPTION_ID: give exactly one subscription id (see webhooks list)')
+  }
+  await withStorage(values.database, async (storage) => {
+    if (!(await storage.deleteSubscription(id))) throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
+    process.stderr.write(`Removed ${id}.\n`)
+  })
+}
+
+/** `plantstore webhooks add|list|remove`. */
+export async function webhooksCommand(args: string[]): Promise<void> {
+  const [sub, ...rest] = args
+  const commands: Record<string, (args: string[]) => Promise<void>> = { add, list, remove }
+  const command = sub === undefined ? undefined : commands[sub]
+  if (command === undefined) {
+    throw new ConfigError(`webhooks: unknown subcommand "${sub ?? ''}"; expected add, list or remove`)
+  }
+  await command(rest)
+}

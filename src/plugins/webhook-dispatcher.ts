@@ -1,0 +1,31 @@
+import type { FastifyInstance } from 'fastify'
+import type { Storage } from '../storage/types.js'
+import { WebhookDispatcher, type DispatcherOptions } from '../webhooks/dispatcher.js'
+import type { Metrics } from './metrics.js'
+
+/** Delivery settings the host chooses; the rest comes from the app. */
+export type DeliverySettings = Omit<DispatcherOptions, 'allowPrivate' | 'onAttempt' | 'onError'>
+
+/** Runs a webhook dispatcher while the app runs: started when ready, stopped (attempts finished) on close. */
+export function registerWebhookDispatcher(
+  app: FastifyInstance,
+  storage: Storage,
+  settings: DeliverySettings & { allowPrivate: boolean },
+  metrics: Metrics,
+): void {
+  // One warning per outage, not one per poll.
+  let failing = false
+  const dispatcher = new WebhookDispatcher(storage, {
+    ...settings,
+    onAttempt: (outcome, seconds) => {
+      failing = false
+      metrics.webhookAttempt(outcome, seconds)
+    },
+    onError: (err) => {
+      if (!failing) app.log.warn({ err }, 'webhook outbox unavailable; deliveries wait')
+      failing = true
+    },
+  })
+  app.addHook('onReady', async () => dispatcher.start())
+  app.addHook('onClose', async () => dispatcher.stop())
+}

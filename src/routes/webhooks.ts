@@ -1,0 +1,110 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { callerOf } from '../auth/bearer.js'
+import { ApiError } from '../errors.js'
+import { CreatedSubscription, NewSubscriptionBody, SubscriptionParams, SubscriptionShape } from '../schemas/webhook.js'
+import type { Storage } from '../storage/index.js'
+import type { Subscription } from '../storage/types.js'
+import { EVENT_TYPES, newSigningSecret, newSubscriptionId } from '../webhooks/events.js'
+import { urlProblem } from '../webhooks/url-policy.js'
+import { errorResponses } from './error-responses.js'
+
+const security = [{ bearerAuth: [] }]
+
+function shape(subscription: Subscription) {
+  return {
+    id: subscription.id,
+    url: subscription.url,
+    events: subscription.eventTypes,
+    createdAt: subscription.createdAt.toISOString(),
+  }
+}
+
+/** POST /webhooks, GET /webhooks, DELETE /webhooks/{id}: the caller account's own subscriptions. */
+export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowPrivate: boolean }> = async (
+  app,
+  { storage, allowPrivate },
+) => {
+  app.addSchema(SubscriptionShape)
+
+  app.post(
+    '/webhooks',
+    {
+      config: { scope: 'webhooks:manage' },
+      schema: {
+        summary: 'Subscribe to webhook events',
+        description:
+          "Events of the caller's account are POSTed to `url`, signed as Standard Webhooks (see the `webhooks` section). The answer holds the signing secret, shown only this once.",
+        security,
+        body: NewSubscriptionBody,
+        response: {
+          201: { ...CreatedSubscription, description: 'Subscribed; keep the secret' },
+          ...errorResponses(
+            'validation',
+            'malformedJson',
+            'bodyTooLarge',
+            'unsupportedMediaType',
+            'unsupportedEncoding',
+            'unavailable',
+          ),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { url, events } = request.body
+      const problem = await urlProblem(url, allowPrivate)
+      if (problem !== undefined) throw new ApiError('validation', `body.url: ${problem}`)
+      const secret = newSigningSecret()
+      const subscription = await storage.createSubscription({
+        id: newSubscriptionId(),
+        accountName: callerOf(request).accountName,
+        url,
+        secret,
+        eventTypes: events ?? [...EVENT_TYPES],
+      })
+      return reply.code(201).send({ ...shape(subscription), secret })
+    },
+  )
+
+  app.get(
+    '/webhooks',
+    {
+      config: { scope: 'webhooks:manage' },
+      schema: {
+        summary: 'List webhook subscriptions',
+        description: "The caller's account's subscriptions, oldest first; never their secrets.",
+        security,
+        response: {
+          200: Type.Array(Type.Ref(SubscriptionShape), { description: 'Subscriptions' }),
+          ...errorResponses('unavailable'),
+        },
+      },
+    },
+    async (request) => (await storage.listSubscriptions({ accountId: callerOf(request).accountId })).map(shape),
+  )
+
+  app.delete(
+    '/webhooks/:id',
+    {
+      config: { scope: 'webhooks:manage' },
+      schema: {
+        summary: 'Remove a webhook subscription',
+        description:
+          'Stops its deliveries, including events not yet delivered. 404 when the account has no such subscription.',
+        security,
+        params: SubscriptionParams,
+        response: {
+          204: Type.Null({ description: 'Subscription removed' }),
+          ...errorResponses('validation', 'subscriptionNotFound', 'unavailable'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params
+      if (!(await storage.deleteSubscription(id, callerOf(request).accountId))) {
+        throw new ApiError('subscriptionNotFound', `no webhook subscription with id ${id}`)
+      }
+      return reply.code(204).send(null)
+    },
+  )
+}

@@ -1,0 +1,46 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { EVENT_TYPES } from '../webhooks/events.js'
+
+const events = Type.Array(Type.Union(EVENT_TYPES.map((type) => Type.Literal(type))), {
+  minItems: 1,
+  uniqueItems: true,
+  description: 'Event types to receive: plant.created (body: the NewPlant) and plant.deleted (body: {id})',
+})
+const id = Type.String({ pattern: '^whk_[0-9a-f]{16}$', description: 'Subscription id' })
+const url = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  description: 'http(s) URL the events are POSTed to; private, loopback and link-local addresses are refused',
+})
+
+/** What a client sends to subscribe. */
+export const NewSubscriptionBody = Type.Object(
+  { url, events: Type.Optional({ ...events, description: `${events.description}; both when absent` }) },
+  { title: 'NewWebhookSubscription', additionalProperties: false },
+)
+export type NewSubscriptionBody = Static<typeof NewSubscriptionBody>
+
+/** A subscription as listed: never its secret. */
+export const SubscriptionShape = Type.Object(
+  { id, url, events, createdAt: Type.String({ format: 'date-time' }) },
+  { $id: 'WebhookSubscription', title: 'WebhookSubscription', additionalProperties: false },
+)
+export type SubscriptionShape = Static<typeof SubscriptionShape>
+
+/** A subscription just created: with its signing secret, shown this once. */
+export const CreatedSubscription = Type.Object(
+  {
+    id,
+    url,
+    events,
+    createdAt: Type.String({ format: 'date-time' }),
+    secret: Type.String({
+      pattern: '^whsec_[A-Za-z0-9+/=]+$',
+      description: 'Standard Webhooks signing secret; shown only in this answer',
+    }),
+  },
+  { title: 'CreatedWebhookSubscription', additionalProperties: false },
+)
+
+/** Path parameters of DELETE /webhooks/{id}. */
+export const SubscriptionParams = Type.Object({ id }, { additionalProperties: false })

@@ -1,0 +1,112 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { ClaimedDelivery, DeliveryOutcome, Storage } from '../storage/types.js'
+import { send, type AttemptResult } from './send.js'
+import { signatureHeaders } from './signature.js'
+
+/** How the dispatcher delivers: its timeouts, retry schedule and limits. */
+export interface DispatcherOptions {
+  /** Longest a receiver may take to answer one attempt. */
+  timeoutMs: number
+  /** The first retry's delay; each further one doubles it (jittered), up to an hour. */
+  retryBaseMs: number
+  /** A delivery still failing this long after its event is marked failed (at least 24 h in production). */
+  giveUpAfterMs: number
+  /** Whether receivers may be private, loopback or link-local addresses. */
+  allowPrivate: boolean
+  /** How often the outbox is read when it had nothing due. */
+  pollMs?: number
+  /** Attempts in flight at once, per process. */
+  concurrency?: number
+  /** Told of every attempt. */
+  onAttempt?: (outcome: DeliveryOutcome['state'], seconds: number) => void
+  /** Told when reading or writing the outbox fails (the dispatcher keeps going). */
+  onError?: (err: unknown) => void
+}
+
+const MAX_RETRY_DELAY_MS = 3_600_000
+
+/** The delay before retry number `attempts + 1`: exponential, capped at an hour, with jitter (50 to 100 %). */
+export function retryDelayMs(attempts: number, baseMs: number): number {
+  return Math.min(baseMs * 2 ** attempts, MAX_RETRY_DELAY_MS) * (0.5 + Math.random() / 2)
+}
+
+/** What an attempt's result means for its delivery. */
+export function outcomeOf(
+  delivery: Pick<ClaimedDelivery, 'attempts' | 'createdAt'>,
+  result: AttemptResult,
+  options: Pick<DispatcherOptions, 'retryBaseMs' | 'giveUpAfterMs'>,
+  now = Date.now(),
+): DeliveryOutcome {
+  if (result.ok) return { state: 'delivered' }
+  const error = result.error ?? 'failed'
+  if (now - delivery.createdAt.getTime() >= options.giveUpAfterMs)
+    return { state: 'failed', status: result.status, error }
+  const nextAttemptAt = new Date(now + retryDelayMs(delivery.attempts, options.retryBaseMs))
+  return { state: 'retry', nextAttemptAt, status: result.status, error }
+}
+
+/**
+ * Delivers the outbox: claims due deliveries (leased, so a crash mid-attempt only delays one), signs and POSTs
+ * each, and records the outcome. Every instance may run one: claims never overlap. At least once: an attempt
+ * whose outcome was not recorded (a crash, a lost database) is made again after its lease.
+ */
+export class WebhookDispatcher {
+  readonly #storage: Storage
+  readonly #options: Required<Omit<DispatcherOptions, 'onAttempt' | 'onError'>> & DispatcherOptions
+  readonly #inFlight = new Set<Promise<void>>()
+  readonly #stop = new AbortController()
+  #loop: Promise<void> | undefined
+
+  constructor(storage: Storage, options: DispatcherOptions) {
+    this.#storage = storage
+    this.#options = { pollMs: 250, concurrency: 16, ...options }
+  }
+
+  /** Starts delivering in the background. */
+  start(): void {
+    this.#loop ??= this.#run()
+  }
+
+  /** Stops claiming and waits for the attempts in flight (each bounded by the timeout). */
+  async stop(): Promise<void> {
+    this.#stop.abort()
+    await this.#loop
+    await Promise.all(this.#inFlight)
+  }
+
+  async #run(): Promise<void> {
+    const { concurrency, pollMs, timeoutMs } = this.#options
+    while (!this.#stop.signal.aborted) {
+      const free = concurrency - this.#inFlight.size
+      let claimed: ClaimedDelivery[] = []
+      if (free > 0) {
+        // The lease outlives the attempt's timeout, so a live attempt is never claimed twice.
+        claimed = await this.#storage.claimDeliveries(free, timeoutMs + 30_000).catch((err: unknown) => {
+          this.#options.onError?.(err)
+          return []
+        })
+        for (const delivery of claimed) this.#track(this.#attempt(delivery))
+      }
+      if (claimed.length === 0 || claimed.length < free) {
+        await sleep(pollMs, undefined, { signal: this.#stop.signal }).catch(() => {})
+      }
+    }
+  }
+
+  #track(attempt: Promise<void>): void {
+    this.#inFlight.add(attempt)
+    void attempt.finally(() => this.#inFlight.delete(attempt))
+  }
+
+  async #attempt(delivery: ClaimedDelivery): Promise<void> {
+    const started = performance.now()
+    const headers = {
+      ...signatureHeaders(delivery.secret, delivery.eventId, delivery.body),
+      'plantstore-event-type': delivery.eventType,
+    }
+    const result = await send(delivery.url, headers, delivery.body, this.#options)
+    const outcome = outcomeOf(delivery, result, this.#options)
+    this.#options.onAttempt?.(outcome.state, (performance.now() - started) / 1000)
+    await this.#storage.finishDelivery(delivery, outcome).catch((err: unknown) => this.#options.onError?.(err))
+  }
+}
