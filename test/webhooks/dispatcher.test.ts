@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict'
+import { afterEach, beforeEach, describe, test } from 'node:test'
+import { mintToken } from '../../src/auth/issue-token.js'
+import type { Storage } from '../../src/storage/index.js'
+import { EVENT_TYPES, newSigningSecret, newSubscriptionId, type EventType } from '../../src/webhooks/events.js'
+import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
+import { backends, freshStorage } from '../helpers/backends.js'
+import { startReceiver, verified, type Receiver } from '../helpers/receiver.js'
+import { eventually } from '../helpers/server-process.js'
+
+const FAST: DispatcherOptions = {
+  timeoutMs: 300,
+  retryBaseMs: 50,
+  giveUpAfterMs: 60_000,
+  allowPrivate: true,
+  pollMs: 20,
+}
+
+for (const backend of backends) {
+  describe(`webhook delivery (${backend.name})`, () => {
+    let storage: Storage
+    let dispose: () => Promise<void>
+    let receiver: Receiver
+    let dispatcher: WebhookDispatcher | undefined
+    let account = 0
+    // A fresh store per test: the queue depth counts every account's deliveries.
+    beforeEach(async () => {
+      ;({ storage, dispose } = await freshStorage(backend))
+    })
+    afterEach(async () => {
+      await dispatcher?.stop()
+      dispatcher = undefined
+      await receiver?.close()
+      await dispose()
+    })
+
+    /** A new account subscribed to `events` at a fresh receiver; returns its id and the secret. */
+    async function subscribed(events: EventType[] = [...EVENT_TYPES], url?: string) {
+      receiver = await startReceiver()
+      const name = `hooked${++account}`
+      const token = await storage.createToken(mintToken({ accountName: name }).record)
+      const secret = newSigningSecret()
+      const subscription = await storage.createSubscription({
+        id: newSubscriptionId(),
+        accountName: name,
+        url: url ?? receiver.url,
+        secret,
+        eventTypes: events,
+      })
+      return { accountId: token.accountId, secret, subscription }
+    }
+
+    const run = (options: Partial<DispatcherOptions> = {}) => {
+      dispatcher = new WebhookDispatcher(storage, { ...FAST, ...options })
+      dispatcher.start()
+    }
+
+    test('delivers plant.created (the NewPlant, id exact) and plant.deleted ({id}), each signed', async () => {
+      const { accountId, secret } = await subscribed()
+      await storage.createPlant(accountId, { id: 9223372036854775807n, name: 'Monstera', tag: 'tropical' })
+      await storage.deletePlant(accountId, 9223372036854775807n)
+      run()
+      const [created, deleted] = await receiver.waitFor(2)
+      assert.equal(created!.body, '{"id":9223372036854775807,"name":"Monstera","tag":"tropical"}')
+      assert.equal(created!.headers['plantstore-event-type'], 'plant.created')
+      assert.equal(created!.headers['content-type'], 'application/json')
+      assert.equal(deleted!.body, '{"id":9223372036854775807}')
+      assert.equal(deleted!.headers['plantstore-event-type'], 'plant.deleted')
+      for (const request of [created!, deleted!]) assert.ok(verified(secret, request))
+      assert.notEqual(created!.headers['webhook-id'], deleted!.headers['webhook-id'])
+      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+    })
+
+    test('queues nothing for a create that found the plant there, a failed delete, or an unwanted type', async () => {
+      const { accountId } = await subscribed(['plant.deleted'])
+      await storage.createPlant(accountId, { id: 1n, name: 'a', tag: null })
+      await storage.createPlant(accountId, { id: 1n, name: 'a', tag: null })
+      await storage.createPlant(accountId, { id: 1n, name: 'b', tag: null })
+      assert.equal(await storage.deletePlant(accountId, 2n), false)
+      assert.equal(await storage.countPendingDeliveries(), 0)
+      await storage.deletePlant(accountId, 1n)
+      assert.equal(await storage.countPendingDeliveries(), 1)
+    })
+
+    test('retries after a 500, with the same webhook-id, until the receiver takes it', async () => {
+      const { accountId, secret } = await subscribed()
+      receiver.answer = (_request, index) => ({ status: index < 2 ? 500 : 200 })
+      await storage.createPlant(accountId, { id: 5n, name: 'Fern', tag: null })
+      run()
+      const attempts = await receiver.waitFor(3)
+      assert.equal(new Set(attempts.map((request) => request.headers['webhook-id'])).size, 1)
+      assert.ok(verified(secret, attempts[2]!))
+      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      assert.equal(receiver.received.length, 3, 'nothing sent after the 200')
+    })
+
+    test('retries after a receiver that does not answer within the timeout', async () => {
+      const { accountId } = await subscribed()
+      receiver.answer = (_request, index) => (index === 0 ? 'hang' : { status: 204 })
+      await storage.createPlant(accountId, { id: 6n, name: 'Ivy', tag: null })
+      run()
+      const [first, second] = await receiver.waitFor(2)
+      assert.equal(first!.headers['webhook-id'], second!.headers['webhook-id'])
+      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+    })
+
+    test('does not follow a redirect: a 3xx is a failed attempt', async () => {
+      const { accountId } = await subscribed()
+      receiver.answer = (request, index) =>
+        index === 0
+          ? { status: 307, headers: { location: receiver.url.replace('/hook', '/elsewhere') } }
+          : { status: 200 }
+      await storage.createPlant(accountId, { id: 7n, name: 'Palm', tag: null })
+      run()
+      const [first, second] = await receiver.waitFor(2)
+      assert.deepEqual([first!.path, second!.path], ['/hook', '/hook'])
+    })
+
+    test('keeps each subscription in order: the next event waits for the one before it', async () => {
+      const { accountId } = await subscribed(['plant.created'])
+      receiver.answer = (_request, index) => ({ status: index === 0 ? 500 : 200 })
+      for (let id = 1n; id <= 5n; id++) await storage.createPlant(accountId, { id, name: `p${id}`, tag: null })
+      run()
+      const received = await receiver.waitFor(6)
+      const ids = received.map((request) => (JSON.parse(request.body) as { id: number }).id)
+      assert.deepEqual(ids, [1, 1, 2, 3, 4, 5])
+    })
+
+    test('marks a delivery failed once it has failed for the give-up period, and stops trying', async () => {
+      const { accountId } = await subscribed()
+      receiver.answer = () => ({ status: 500 })
+      await storage.createPlant(accountId, { id: 8n, name: 'Cactus', tag: null })
+      run({ giveUpAfterMs: 0 })
+      await receiver.waitFor(1)
+      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      assert.equal(receiver.received.length, 1)
+    })
+
+    test('never connects to a private address unless allowed, even when the subscription names one', async () => {
+      const { accountId } = await subscribed()
+      await storage.createPlant(accountId, { id: 9n, name: 'Moss', tag: null })
+      run({ allowPrivate: false })
+      await new Promise((resolve) => setTimeout(resolve, 400))
+      assert.equal(receiver.received.length, 0)
+      assert.equal(await storage.countPendingDeliveries(), 1, 'still pending, to be retried')
+    })
+
+    test('stops delivering a removed subscription, undelivered events included', async () => {
+      const { accountId, subscription } = await subscribed()
+      await storage.createPlant(accountId, { id: 10n, name: 'Aloe', tag: null })
+      assert.equal(await storage.deleteSubscription(subscription.id, accountId + 1000), false, 'not by another account')
+      assert.equal(await storage.deleteSubscription(subscription.id, accountId), true)
+      assert.equal(await storage.countPendingDeliveries(), 0)
+      run()
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      assert.equal(receiver.received.length, 0)
+    })
+  })
+}
