@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import { ErrorCatalogue } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
 import { NewPlant, Plant } from '../schemas/plant.js'
+import { SubscriptionShape } from '../schemas/webhook.js'
 
 const catalogue = Object.values(ErrorCatalogue)
   .map(({ error, status, summary }) => `| ${error} | ${status} | ${summary} |`)
@@ -73,6 +74,8 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
   app.addSchema(ErrorBody)
   app.addSchema(Plant)
   app.addSchema(NewPlant)
+  // Shared schemas are added here, at the root: a plugin that adds its own gets Fastify's default validator.
+  app.addSchema(SubscriptionShape)
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',

@@ -25,8 +25,6 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
   app,
   { storage, allowPrivate },
 ) => {
-  app.addSchema(SubscriptionShape)
-
   app.post(
     '/webhooks',
     {

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
+import { backends } from '../helpers/backends.js'
+
+const PUBLIC_URL = 'https://203.0.113.10/hooks/plants'
+
+for (const backend of backends) {
+  describe(`webhook subscriptions over HTTP (${backend.name})`, () => {
+    let t: TestApp
+    let alice: { authorization: string }
+    let bob: { authorization: string }
+    before(async () => {
+      t = await buildTestApp(backend)
+      alice = bearer(await t.token('alice', { scopes: ['webhooks:manage'] }))
+      bob = bearer(await t.token('bob', { scopes: ['webhooks:manage', 'plants:read'] }))
+    })
+    after(() => t.close())
+
+    const subscribe = (headers: Record<string, string>, body: unknown) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/webhooks',
+        headers: { ...headers, 'content-type': 'application/json' },
+        payload: JSON.stringify(body),
+      })
+    const list = (headers: Record<string, string>) => t.app.inject({ method: 'GET', url: '/webhooks', headers })
+
+    test('subscribes with 201, both event types by default, and shows the signing secret only then', async () => {
+      const res = await subscribe(alice, { url: PUBLIC_URL })
+      assert.equal(res.statusCode, 201, res.body)
+      const created = res.json()
+      assert.match(created.id, /^whk_[0-9a-f]{16}$/)
+      assert.deepEqual(created.events, ['plant.created', 'plant.deleted'])
+      assert.match(created.secret, /^whsec_[A-Za-z0-9+/]{43}=$/)
+      const listed = await list(alice)
+      assert.equal(listed.statusCode, 200)
+      assert.deepEqual(listed.json(), [
+        { id: created.id, url: PUBLIC_URL, events: created.events, createdAt: created.createdAt },
+      ])
+      assert.ok(!listed.body.includes(created.secret.slice(6)))
+    })
+
+    test('subscribes to the event types asked for', async () => {
+      const res = await subscribe(bob, { url: PUBLIC_URL, events: ['plant.deleted'] })
+      assert.equal(res.statusCode, 201)
+      assert.deepEqual(res.json().events, ['plant.deleted'])
+    })
+
+    test('lists and removes only the caller account’s subscriptions', async () => {
+      const bobs = (await list(bob)).json() as Array<{ id: string }>
+      assert.equal(bobs.length, 1)
+      const theirs = await t.app.inject({ method: 'DELETE', url: `/webhooks/${bobs[0]!.id}`, headers: alice })
+      assert.equal(theirs.statusCode, 404)
+      assert.equal(theirs.json().error, 40403)
+      assert.equal((await list(bob)).json().length, 1)
+      const own = await t.app.inject({ method: 'DELETE', url: `/webhooks/${bobs[0]!.id}`, headers: bob })
+      assert.equal(own.statusCode, 204)
+      assert.equal(own.body, '')
+      assert.deepEqual((await list(bob)).json(), [])
+      assert.equal(
+        (await t.app.inject({ method: 'DELETE', url: `/webhooks/${bobs[0]!.id}`, headers: bob })).statusCode,
+        404,
+      )
+    })
+
+    const invalid: Array<[string, unknown, RegExp]> = [
+      ['a private address', { url: 'http://127.0.0.1:8080/hook' }, /body.url: .*private, loopback or link-local/],
+      ['a link-local address (cloud metadata)', { url: 'http://169.254.169.254/latest' }, /link-local/],
+      ['localhost by name', { url: 'http://localhost/hook' }, /private, loopback or link-local/],
+      ['another scheme', { url: 'ftp://203.0.113.10/x' }, /http or https/],
+      ['credentials in the URL', { url: 'https://u:p@203.0.113.10/x' }, /credentials/],
+      ['text that is not a URL', { url: 'hook' }, /not a URL/],
+      ['an unknown event type', { url: PUBLIC_URL, events: ['plant.updated'] }, /events/],
+      ['an empty event list', { url: PUBLIC_URL, events: [] }, /events/],
+      ['a repeated event type', { url: PUBLIC_URL, events: ['plant.created', 'plant.created'] }, /events/],
+      ['an unknown field', { url: PUBLIC_URL, secret: 'mine' }, /secret|additional/],
+      ['no url', {}, /url/],
+    ]
+    for (const [what, body, message] of invalid) {
+      test(`refuses ${what} with 400 naming the field`, async () => {
+        const res = await subscribe(alice, body)
+        assert.equal(res.statusCode, 400, res.body)
+        assert.equal(res.json().error, 40001)
+        assert.match(res.json().message, message)
+      })
+    }
+
+    test('refuses a malformed subscription id with 400', async () => {
+      const res = await t.app.inject({ method: 'DELETE', url: '/webhooks/whk_nope', headers: alice })
+      assert.equal(res.statusCode, 400)
+    })
+
+    test('needs the webhooks:manage scope, which plant tokens do not have by default', async () => {
+      const plantsOnly = bearer(await t.token('carol'))
+      for (const res of [await subscribe(plantsOnly, { url: PUBLIC_URL }), await list(plantsOnly)]) {
+        assert.equal(res.statusCode, 403)
+        assert.equal(res.json().error, 40301)
+        assert.match(String(res.headers['www-authenticate']), /scope="webhooks:manage"/)
+      }
+      assert.equal((await t.app.inject({ method: 'GET', url: '/webhooks' })).statusCode, 401)
+    })
+  })
+}
