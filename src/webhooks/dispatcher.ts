@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { ClaimedDelivery, DeliveryOutcome, Storage } from '../storage/types.js'
 import { send, type AttemptResult } from './send.js'
 import { signatureHeaders } from './signature.js'
@@ -24,6 +23,8 @@ export interface DispatcherOptions {
 }
 
 const MAX_RETRY_DELAY_MS = 3_600_000
+// How much longer than the attempt's timeout a claim lasts: time to record the outcome.
+const LEASE_MARGIN_MS = 5_000
 
 /** The delay before retry number `attempts + 1`: exponential, capped at an hour, with jitter (50 to 100 %). */
 export function retryDelayMs(attempts: number, baseMs: number): number {
@@ -54,8 +55,9 @@ export class WebhookDispatcher {
   readonly #storage: Storage
   readonly #options: Required<Omit<DispatcherOptions, 'onAttempt' | 'onError'>> & DispatcherOptions
   readonly #inFlight = new Set<Promise<void>>()
-  readonly #stop = new AbortController()
+  #stopped = false
   #loop: Promise<void> | undefined
+  #wake: (() => void) | undefined
 
   constructor(storage: Storage, options: DispatcherOptions) {
     this.#storage = storage
@@ -69,28 +71,40 @@ export class WebhookDispatcher {
 
   /** Stops claiming and waits for the attempts in flight (each bounded by the timeout). */
   async stop(): Promise<void> {
-    this.#stop.abort()
+    this.#stopped = true
+    this.#wake?.()
     await this.#loop
     await Promise.all(this.#inFlight)
   }
 
   async #run(): Promise<void> {
     const { concurrency, pollMs, timeoutMs } = this.#options
-    while (!this.#stop.signal.aborted) {
+    while (!this.#stopped) {
       const free = concurrency - this.#inFlight.size
       let claimed: ClaimedDelivery[] = []
       if (free > 0) {
-        // The lease outlives the attempt's timeout, so a live attempt is never claimed twice.
-        claimed = await this.#storage.claimDeliveries(free, timeoutMs + 30_000).catch((err: unknown) => {
+        // The lease outlives the attempt's timeout, so a live attempt is never claimed twice; after a crash the
+        // delivery is due again once it runs out.
+        claimed = await this.#storage.claimDeliveries(free, timeoutMs + LEASE_MARGIN_MS).catch((err: unknown) => {
           this.#options.onError?.(err)
           return []
         })
         for (const delivery of claimed) this.#track(this.#attempt(delivery))
       }
-      if (claimed.length === 0 || claimed.length < free) {
-        await sleep(pollMs, undefined, { signal: this.#stop.signal }).catch(() => {})
-      }
+      if (claimed.length < free) await this.#pause(pollMs)
     }
+  }
+
+  /** Waits `ms`, or less when an attempt finishes: its subscription's next event may be due at once. */
+  #pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.#wake?.(), ms)
+      this.#wake = () => {
+        clearTimeout(timer)
+        this.#wake = undefined
+        resolve()
+      }
+    })
   }
 
   #track(attempt: Promise<void>): void {
@@ -108,5 +122,6 @@ export class WebhookDispatcher {
     const outcome = outcomeOf(delivery, result, this.#options)
     this.#options.onAttempt?.(outcome.state, (performance.now() - started) / 1000)
     await this.#storage.finishDelivery(delivery, outcome).catch((err: unknown) => this.#options.onError?.(err))
+    this.#wake?.()
   }
 }

@@ -7,6 +7,8 @@ export interface Received {
   path: string
   headers: IncomingHttpHeaders
   body: string
+  /** The status it was answered with; undefined when left hanging. */
+  status?: number
 }
 
 /** How the receiver answers a request: a status, after a delay, or never (the connection hangs). */
@@ -57,8 +59,9 @@ export async function startReceiver(): Promise<Receiver> {
     req.setEncoding('utf8')
     req.on('data', (chunk: string) => (body += chunk))
     req.on('end', () => {
-      const request = { path: req.url ?? '', headers: req.headers, body }
+      const request: Received = { path: req.url ?? '', headers: req.headers, body }
       const answer = receiver.answer(request, receiver.received.length)
+      if (answer !== 'hang') request.status = answer.status
       receiver.received.push(request)
       for (const waiter of [...waiters]) waiter()
       if (answer === 'hang') return

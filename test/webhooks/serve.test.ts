@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { after, before, describe, test } from 'node:test'
+import { backends, POSTGRES_URL, postgresBackend, type TestDatabase } from '../helpers/backends.js'
+import { startReceiver, verified, type Receiver } from '../helpers/receiver.js'
+import { cleanup, eventually, http, runCli, startServer, type ServerProcess } from '../helpers/server-process.js'
+
+after(cleanup)
+
+const TOKEN = 'webhooks-' + randomBytes(30).toString('base64url')
+// Loopback receivers need the flag; fast retries so a test sees several attempts.
+const ENV = {
+  PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN,
+  PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true',
+  PLANTSTORE_WEBHOOK_RETRY_BASE_MS: '100',
+  PLANTSTORE_WEBHOOK_TIMEOUT_MS: '1000',
+  PLANTSTORE_RATE_LIMIT: '0',
+}
+
+/** Subscribes the default account with the CLI; returns the secret it printed. */
+async function subscribe(database: string, url: string, env: Record<string, string> = ENV): Promise<string> {
+  const added = await runCli(['webhooks', 'add', '--account', 'default', '--url', url, '--database', database], env)
+  assert.equal(added.code, 0, added.stderr)
+  assert.match(added.stderr, /^Created whk_[0-9a-f]{16} for account default: plant.created plant.deleted to /m)
+  return added.stdout.split('\n')[0]!
+}
+
+const post = (server: ServerProcess, id: number) =>
+  http(server.baseUrl, 'POST', '/plants', { token: TOKEN, body: { id, name: `Plant ${id}` } })
+
+for (const backend of backends) {
+  describe(`webhooks through plantstore serve and the CLI (${backend.name})`, () => {
+    let database: TestDatabase
+    let receiver: Receiver
+    let server: ServerProcess
+    before(async () => {
+      database = await backend.createDatabase()
+      receiver = await startReceiver()
+      server = await startServer({ database: database.url, env: ENV })
+      await eventually(
+        async () => (await http(server.baseUrl, 'GET', '/plants', { token: TOKEN })).status === 200,
+        10_000,
+      )
+    })
+    after(async () => {
+      await cleanup()
+      await receiver.close()
+      await database.dispose()
+    })
+
+    test('plantstore webhooks add refuses a loopback URL without PLANTSTORE_WEBHOOK_ALLOW_PRIVATE, naming --url', async () => {
+      const refused = await runCli([
+        'webhooks',
+        'add',
+        '--account',
+        'default',
+        '--url',
+        receiver.url,
+        '--database',
+        database.url,
+      ])
+      assert.equal(refused.code, 1)
+      assert.match(
+        refused.stderr,
+        /^plantstore: --url: resolves to 127\.0\.0\.1, a private, loopback or link-local address\n$/,
+      )
+    })
+
+    test('a plant created through the API reaches a subscription made with the CLI, signed with its secret', async () => {
+      const secret = await subscribe(database.url, receiver.url)
+      const listed = await runCli(['webhooks', 'list', '--database', database.url])
+      assert.match(
+        listed.stdout,
+        /^whk_[0-9a-f]{16}\s+default\s+plant.created,plant.deleted\s+\S+\s+http:\/\/127\.0\.0\.1:\d+\/hook$/m,
+      )
+      assert.ok(!listed.stdout.includes(secret.slice(6)), 'no secret in the list')
+      assert.equal((await post(server, 1)).status, 200)
+      const [request] = await receiver.waitFor(1)
+      assert.equal(request!.body, '{"id":1,"name":"Plant 1"}')
+      assert.ok(verified(secret, request!))
+      // The outcome is recorded just after the receiver answers.
+      const metricsShow = (pattern: RegExp) => async () =>
+        pattern.test((await http(server.baseUrl, 'GET', '/metrics')).text)
+      await eventually(metricsShow(/^plantstore_webhook_deliveries_total\{outcome="delivered"\} [1-9]/m), 5000)
+      await eventually(metricsShow(/^plantstore_webhook_queue_depth 0$/m), 5000)
+    })
+
+    test('an event whose server is killed (SIGKILL) before delivering it is delivered after the restart', async () => {
+      receiver.answer = () => ({ status: 503 })
+      const before = receiver.received.length
+      assert.equal((await post(server, 2)).status, 200)
+      await receiver.waitFor(before + 1)
+      await server.stop('SIGKILL')
+      const failedId = receiver.received.at(-1)!.headers['webhook-id']
+      receiver.answer = () => ({ status: 200 })
+      server = await startServer({ database: database.url, env: ENV })
+      const plantTwo = () => receiver.received.filter((request) => request.body === '{"id":2,"name":"Plant 2"}')
+      await eventually(async () => plantTwo().some((request) => request.status === 200), 15_000)
+      const delivered = plantTwo()
+      assert.ok(delivered.length >= 2)
+      assert.ok(
+        delivered.every((request) => request.headers['webhook-id'] === failedId),
+        'one event id throughout',
+      )
+    })
+  })
+}
+
+// Runs with the PostgreSQL half of the suite (see test/storage/backends.test.ts for the skip notice).
+if (POSTGRES_URL !== undefined)
+  describe('webhooks from two plantstore servers on one PostgreSQL database', () => {
+    let database: TestDatabase
+    let receiver: Receiver
+    let servers: ServerProcess[]
+    before(async () => {
+      database = await postgresBackend(POSTGRES_URL!).createDatabase()
+      receiver = await startReceiver()
+      // Slow answers widen the window in which both dispatchers look at the same rows.
+      receiver.answer = () => ({ status: 200, delayMs: 20 })
+      const first = await startServer({ database: database.url, env: ENV })
+      servers = [first, await startServer({ database: database.url, env: ENV })]
+      await eventually(
+        async () => (await http(first.baseUrl, 'GET', '/plants', { token: TOKEN })).status === 200,
+        10_000,
+      )
+    })
+    after(async () => {
+      await cleanup()
+      await receiver.close()
+      await database.dispose()
+    })
+
+    test('deliver each of 60 events exactly once, though both dispatchers poll the same outbox', async () => {
+      await subscribe(database.url, receiver.url)
+      const statuses = await Promise.all(Array.from({ length: 60 }, (_, i) => post(servers[i % 2]!, 100 + i)))
+      assert.ok(statuses.every((res) => res.status === 200))
+      await receiver.waitFor(60)
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+      const ids = receiver.received.map((request) => String(request.headers['webhook-id']))
+      assert.equal(ids.length, 60, `${ids.length} deliveries`)
+      assert.equal(new Set(ids).size, 60, 'no event delivered twice')
+      const bodies = new Set(receiver.received.map((request) => request.body))
+      for (let i = 0; i < 60; i++) assert.ok(bodies.has(`{"id":${100 + i},"name":"Plant ${100 + i}"}`))
+    })
+  })
