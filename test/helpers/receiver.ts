@@ -12,7 +12,7 @@ export interface Received {
 }
 
 /** How the receiver answers a request: a status, after a delay, or never (the connection hangs). */
-export type Answer = { status: number; delayMs?: number; headers?: Record<string, string> } | 'hang'
+export type Answer = { status: number; delayMs?: number; headers?: Record<string, string>; body?: string } | 'hang'
 
 /** A real HTTP receiver on loopback that records what it gets and answers as told. */
 export interface Receiver {
@@ -65,7 +65,10 @@ export async function startReceiver(): Promise<Receiver> {
       receiver.received.push(request)
       for (const waiter of [...waiters]) waiter()
       if (answer === 'hang') return
-      setTimeout(() => res.writeHead(answer.status, answer.headers).end('receiver says hi'), answer.delayMs ?? 0)
+      setTimeout(
+        () => res.writeHead(answer.status, answer.headers).end(answer.body ?? 'receiver says hi'),
+        answer.delayMs ?? 0,
+      )
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))

@@ -115,6 +115,18 @@ describe('public routes and cross-cutting behaviour', () => {
       ])
     })
 
+    test('describes the plant.created and plant.deleted webhooks with their bodies and signature headers', () => {
+      const hooks = (doc as unknown as { webhooks: Record<string, { post: Record<string, unknown> }> }).webhooks
+      assert.deepEqual(Object.keys(hooks), ['plant.created', 'plant.deleted'])
+      const created = JSON.stringify(hooks['plant.created']!.post)
+      assert.match(created, /"\$ref":"#\/components\/schemas\/NewPlant"/)
+      for (const header of ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'plantstore-event-type']) {
+        assert.match(created, new RegExp(`"name":"${header}","in":"header","required":true`))
+      }
+      assert.match(JSON.stringify(hooks['plant.deleted']!.post), /"required":\["id"\]/)
+      assert.ok((doc.components.schemas as Record<string, unknown>).NewPlant, 'NewPlant is a component')
+    })
+
     test('lists the whole error catalogue', () => {
       for (const entry of Object.values(ErrorCatalogue)) assert.ok(doc.info.description.includes(`| ${entry.error} |`))
     })

@@ -4,6 +4,7 @@ import { mintToken } from '../../src/auth/issue-token.js'
 import type { Storage } from '../../src/storage/index.js'
 import { EVENT_TYPES, newSigningSecret, newSubscriptionId, type EventType } from '../../src/webhooks/events.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
+import { send } from '../../src/webhooks/send.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 import { startReceiver, verified, type Receiver } from '../helpers/receiver.js'
 import { eventually } from '../helpers/server-process.js'
@@ -15,6 +16,22 @@ const FAST: DispatcherOptions = {
   allowPrivate: true,
   pollMs: 20,
 }
+
+describe('one webhook attempt', () => {
+  test('keeps no more than a 256-byte excerpt of a failed answer', async () => {
+    const receiver = await startReceiver()
+    try {
+      receiver.answer = () => ({ status: 500, body: 'x'.repeat(100_000) })
+      const result = await send(receiver.url, {}, '{}', { timeoutMs: 2000, allowPrivate: true })
+      assert.equal(result.ok, false)
+      assert.equal(result.status, 500)
+      assert.ok(result.error!.length <= 256 + 'not 2xx: '.length, `${result.error!.length} characters kept`)
+      assert.match(result.error!, /^not 2xx: x+$/)
+    } finally {
+      await receiver.close()
+    }
+  })
+})
 
 for (const backend of backends) {
   describe(`webhook delivery (${backend.name})`, () => {
