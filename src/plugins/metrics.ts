@@ -54,14 +54,22 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  readonly #webhookLatency = new Histogram({
+    name: 'plantstore_webhook_delivery_latency_seconds',
+    help: 'Time from a plant change to the delivery of its event (retries included)',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600, 3600, 86400],
+    registers: [this.registry],
+  })
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'plantstore_' })
   }
 
-  /** Counts one webhook attempt and its duration. */
-  readonly webhookAttempt = (outcome: 'delivered' | 'retry' | 'failed', seconds: number): void => {
+  /** Counts one webhook attempt and its duration; a delivered one also gives its event's age (the latency). */
+  readonly webhookAttempt = (outcome: 'delivered' | 'retry' | 'failed', seconds: number, ageSeconds: number): void => {
     this.#webhookDeliveries.inc({ outcome })
     this.#webhookDuration.observe(seconds)
+    if (outcome === 'delivered') this.#webhookLatency.observe(ageSeconds)
   }
 
   /** Reports the webhook queue depth at each scrape, as `depth` tells it. */

@@ -6,7 +6,7 @@ import type { Metrics } from './metrics.js'
 /** Delivery settings the host chooses; the rest comes from the app. */
 export type DeliverySettings = Omit<DispatcherOptions, 'allowPrivate' | 'onAttempt' | 'onError'>
 
-/** Runs a webhook dispatcher while the app runs: started when ready, stopped (attempts finished) on close. */
+/** Runs a webhook dispatcher while the app serves: started once listening, stopped (attempts finished) on close. */
 export function registerWebhookDispatcher(
   app: FastifyInstance,
   storage: Storage,
@@ -17,15 +17,16 @@ export function registerWebhookDispatcher(
   let failing = false
   const dispatcher = new WebhookDispatcher(storage, {
     ...settings,
-    onAttempt: (outcome, seconds) => {
+    onAttempt: (outcome, seconds, age) => {
       failing = false
-      metrics.webhookAttempt(outcome, seconds)
+      metrics.webhookAttempt(outcome, seconds, age)
     },
     onError: (err) => {
       if (!failing) app.log.warn({ err }, 'webhook outbox unavailable; deliveries wait')
       failing = true
     },
   })
-  app.addHook('onReady', async () => dispatcher.start())
+  // Not on ready: a start that fails to listen must not leave a dispatcher polling a closed store.
+  app.addHook('onListen', async () => dispatcher.start())
   app.addHook('onClose', async () => dispatcher.stop())
 }

@@ -71,7 +71,10 @@ export interface ClaimedDelivery {
   subscriptionId: string
   /** Attempts made before this one. */
   attempts: number
+  /** When the event was written. */
   createdAt: Date
+  /** When it was first claimed (this claim, for a first attempt): retries are counted from there. */
+  firstAttemptAt: Date
 }
 
 /** How an attempt ended: delivered (the row goes), retry at `nextAttemptAt`, or failed for good. */

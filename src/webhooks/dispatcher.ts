@@ -8,7 +8,7 @@ export interface DispatcherOptions {
   timeoutMs: number
   /** The first retry's delay; each further one doubles it (jittered), up to an hour. */
   retryBaseMs: number
-  /** A delivery still failing this long after its event is marked failed (at least 24 h in production). */
+  /** A delivery still failing this long after its first attempt is marked failed (24 h in production). */
   giveUpAfterMs: number
   /** Whether receivers may be private, loopback or link-local addresses. */
   allowPrivate: boolean
@@ -16,15 +16,15 @@ export interface DispatcherOptions {
   pollMs?: number
   /** Attempts in flight at once, per process. */
   concurrency?: number
-  /** Told of every attempt. */
-  onAttempt?: (outcome: DeliveryOutcome['state'], seconds: number) => void
+  /** Told of every attempt: its outcome, how long it took, and how old its event was by its end. */
+  onAttempt?: (outcome: DeliveryOutcome['state'], seconds: number, eventAgeSeconds: number) => void
   /** Told when reading or writing the outbox fails (the dispatcher keeps going). */
   onError?: (err: unknown) => void
 }
 
 const MAX_RETRY_DELAY_MS = 3_600_000
 // How much longer than the attempt's timeout a claim lasts: time to record the outcome.
-const LEASE_MARGIN_MS = 5_000
+const LEASE_MARGIN_MS = 10_000
 
 /** The delay before retry number `attempts + 1`: exponential, capped at an hour, with jitter (50 to 100 %). */
 export function retryDelayMs(attempts: number, baseMs: number): number {
@@ -33,15 +33,17 @@ export function retryDelayMs(attempts: number, baseMs: number): number {
 
 /** What an attempt's result means for its delivery. */
 export function outcomeOf(
-  delivery: Pick<ClaimedDelivery, 'attempts' | 'createdAt'>,
+  delivery: Pick<ClaimedDelivery, 'attempts' | 'firstAttemptAt'>,
   result: AttemptResult,
   options: Pick<DispatcherOptions, 'retryBaseMs' | 'giveUpAfterMs'>,
   now = Date.now(),
 ): DeliveryOutcome {
   if (result.ok) return { state: 'delivered' }
   const error = result.error ?? 'failed'
-  if (now - delivery.createdAt.getTime() >= options.giveUpAfterMs)
+  // Counted from the first attempt, not the event: one queued behind a failing event gets its own full period.
+  if (now - delivery.firstAttemptAt.getTime() >= options.giveUpAfterMs) {
     return { state: 'failed', status: result.status, error }
+  }
   const nextAttemptAt = new Date(now + retryDelayMs(delivery.attempts, options.retryBaseMs))
   return { state: 'retry', nextAttemptAt, status: result.status, error }
 }
@@ -91,7 +93,9 @@ export class WebhookDispatcher {
         })
         for (const delivery of claimed) this.#track(this.#attempt(delivery))
       }
-      if (claimed.length < free) await this.#pause(pollMs)
+      // Every slot busy, or nothing more due: wait for an attempt to finish or the next poll. Never loop without
+      // waiting, or the attempts in flight (and the whole process) would never get to run.
+      if (free === 0 || claimed.length < free) await this.#pause(pollMs)
     }
   }
 
@@ -120,7 +124,8 @@ export class WebhookDispatcher {
     }
     const result = await send(delivery.url, headers, delivery.body, this.#options)
     const outcome = outcomeOf(delivery, result, this.#options)
-    this.#options.onAttempt?.(outcome.state, (performance.now() - started) / 1000)
+    const age = (Date.now() - delivery.createdAt.getTime()) / 1000
+    this.#options.onAttempt?.(outcome.state, (performance.now() - started) / 1000, age)
     await this.#storage.finishDelivery(delivery, outcome).catch((err: unknown) => this.#options.onError?.(err))
     this.#wake?.()
   }

@@ -19,9 +19,15 @@ for (const [network, prefix] of [
 ] as const) {
   PRIVATE.addSubnet(network, prefix, 'ipv4')
 }
+// IPv6: unspecified, loopback and IPv4-compatible (::/96), NAT64 (64:ff9b::/96, 64:ff9b:1::/48) and 6to4 (2002::/16),
+// which embed an IPv4 address, unique-local, site-local, link-local and multicast.
 for (const [network, prefix] of [
-  ['::', 127],
+  ['::', 96],
+  ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
+  ['2002::', 16],
   ['fc00::', 7],
+  ['fec0::', 10],
   ['fe80::', 10],
   ['ff00::', 8],
 ] as const) {
@@ -39,6 +45,18 @@ export function isPrivateAddress(address: string): boolean {
 /** The host of a URL as an address literal would be looked up: without IPv6 brackets. */
 export function hostOf(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, '$1')
+}
+
+// How long a subscription request may wait for DNS.
+const LOOKUP_TIMEOUT_MS = 5000
+
+/** Every address `host` resolves to, or a rejection after LOOKUP_TIMEOUT_MS. */
+async function resolve(host: string): Promise<string[]> {
+  const timeout = new Promise<never>((_, reject) => {
+    setTimeout(() => reject(new Error('DNS lookup timed out')), LOOKUP_TIMEOUT_MS).unref()
+  })
+  const entries = await Promise.race([lookup(host, { all: true }), timeout])
+  return entries.map((entry) => entry.address)
 }
 
 /**
@@ -60,7 +78,7 @@ export async function urlProblem(text: string, allowPrivate: boolean): Promise<s
   const host = hostOf(url)
   let addresses: string[]
   try {
-    addresses = isIP(host) !== 0 ? [host] : (await lookup(host, { all: true })).map((entry) => entry.address)
+    addresses = isIP(host) !== 0 ? [host] : await resolve(host)
   } catch {
     return `host ${host} does not resolve`
   }

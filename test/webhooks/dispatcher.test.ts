@@ -9,8 +9,9 @@ import { backends, freshStorage } from '../helpers/backends.js'
 import { startReceiver, verified, type Receiver } from '../helpers/receiver.js'
 import { eventually } from '../helpers/server-process.js'
 
+// A timeout generous enough for a loaded machine: a late answer would count as a failure and be retried.
 const FAST: DispatcherOptions = {
-  timeoutMs: 300,
+  timeoutMs: 1000,
   retryBaseMs: 50,
   giveUpAfterMs: 60_000,
   allowPrivate: true,
@@ -52,7 +53,7 @@ for (const backend of backends) {
     })
 
     /** A new account subscribed to `events` at a fresh receiver; returns its id and the secret. */
-    async function subscribed(events: EventType[] = [...EVENT_TYPES], url?: string) {
+    async function subscribed(events: EventType[] = [...EVENT_TYPES], url = (receiverUrl: string) => receiverUrl) {
       receiver = await startReceiver()
       const name = `hooked${++account}`
       const token = await storage.createToken(mintToken({ accountName: name }).record)
@@ -60,7 +61,7 @@ for (const backend of backends) {
       const subscription = await storage.createSubscription({
         id: newSubscriptionId(),
         accountName: name,
-        url: url ?? receiver.url,
+        url: url(receiver.url),
         secret,
         eventTypes: events,
       })
@@ -156,12 +157,52 @@ for (const backend of backends) {
     })
 
     test('never connects to a private address unless allowed, even when the subscription names one', async () => {
-      const { accountId } = await subscribed()
+      // By name: localhost resolves to loopback, which the connection's own lookup refuses.
+      const { accountId } = await subscribed(['plant.created'], (url) => url.replace('127.0.0.1', 'localhost'))
       await storage.createPlant(accountId, { id: 9n, name: 'Moss', tag: null })
-      run({ allowPrivate: false })
-      await new Promise((resolve) => setTimeout(resolve, 400))
+      const outcomes: string[] = []
+      run({ allowPrivate: false, onAttempt: (outcome) => outcomes.push(outcome) })
+      await eventually(async () => outcomes.length >= 2, 5000, 20)
+      assert.ok(
+        outcomes.every((outcome) => outcome === 'retry'),
+        outcomes.join(),
+      )
       assert.equal(receiver.received.length, 0)
       assert.equal(await storage.countPendingDeliveries(), 1, 'still pending, to be retried')
+    })
+
+    test('delivers to more subscriptions than it has attempts in flight, without stalling', async () => {
+      const receivers: Receiver[] = []
+      const accounts: number[] = []
+      for (let i = 0; i < 3; i++) {
+        accounts.push((await subscribed()).accountId)
+        receivers.push(receiver)
+        receiver.answer = () => ({ status: 200, delayMs: 100 })
+      }
+      for (const id of accounts) await storage.createPlant(id, { id: 1n, name: 'Fern', tag: null })
+      run({ concurrency: 1 })
+      await Promise.all(receivers.map((hooked) => hooked.waitFor(1)))
+      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      // The last is closed by afterEach.
+      await Promise.all(receivers.slice(0, -1).map((hooked) => hooked.close()))
+    })
+
+    test('gives an event queued behind a failing one its own retry period', async () => {
+      const { accountId } = await subscribed(['plant.created'])
+      const seen = new Map<string, number>()
+      // Plant 1 always fails; plant 2 fails its first attempt, then is taken.
+      receiver.answer = (request) => {
+        const count = (seen.get(request.body) ?? 0) + 1
+        seen.set(request.body, count)
+        return { status: request.body.includes('"id":1,') || count === 1 ? 500 : 200 }
+      }
+      await storage.createPlant(accountId, { id: 1n, name: 'a', tag: null })
+      await storage.createPlant(accountId, { id: 2n, name: 'b', tag: null })
+      run({ giveUpAfterMs: 400 })
+      await eventually(async () => receiver.received.some((request) => request.status === 200), 10_000, 20)
+      const last = receiver.received.at(-1)!
+      assert.equal(last.body, '{"id":2,"name":"b"}')
+      assert.equal(seen.get(last.body), 2, 'plant 2 was retried, though its event was older than the period')
     })
 
     test('stops delivering a removed subscription, undelivered events included', async () => {

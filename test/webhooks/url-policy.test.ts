@@ -23,6 +23,11 @@ describe('webhook URL policy', () => {
       'ff02::1',
       '::ffff:127.0.0.1',
       '::ffff:10.0.0.1',
+      '::7f00:1',
+      '64:ff9b::7f00:1',
+      '64:ff9b:1::a00:1',
+      '2002:7f00:1::1',
+      'fec0::1',
       'not-an-address',
     ]) {
       assert.equal(isPrivateAddress(address), true, address)

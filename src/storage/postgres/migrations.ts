@@ -63,6 +63,7 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
         state text NOT NULL DEFAULT 'pending',
         attempts integer NOT NULL DEFAULT 0,
         next_attempt_at timestamptz NOT NULL,
+        first_attempt_at timestamptz,
         lease text,
         last_status integer,
         last_error text

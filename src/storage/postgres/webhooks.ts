@@ -96,21 +96,24 @@ export class PostgresWebhooks {
           event_type: EventType
           body: string
           created_at: Date
+          first_attempt_at: Date
           attempts: number
           subscription_id: string
           url: string
           secret: string
         }[]
       >`WITH due AS (
-          SELECT d.id FROM webhook_deliveries d
+          SELECT d.id FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
           WHERE d.state = 'pending' AND d.next_attempt_at <= now()
             AND d.id = (SELECT min(o.id) FROM webhook_deliveries o
               WHERE o.subscription_id = d.subscription_id AND o.state = 'pending')
-          ORDER BY d.id LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+          ORDER BY d.id LIMIT ${limit} FOR UPDATE OF d SKIP LOCKED)
         UPDATE webhook_deliveries d SET lease = ${lease},
-          next_attempt_at = now() + ${leaseMs} * interval '1 millisecond'
+          next_attempt_at = now() + ${leaseMs} * interval '1 millisecond',
+          first_attempt_at = coalesce(d.first_attempt_at, now())
         FROM due, webhook_subscriptions s WHERE d.id = due.id AND s.id = d.subscription_id
-        RETURNING d.id::text AS id, d.event_id, d.event_type, d.body, d.created_at, d.attempts, d.subscription_id,
+        RETURNING d.id::text AS id, d.event_id, d.event_type, d.body, d.created_at, d.first_attempt_at, d.attempts,
+          d.subscription_id,
           s.url, s.secret`,
     )
     return rows.map((row) => ({
@@ -124,6 +127,7 @@ export class PostgresWebhooks {
       subscriptionId: row.subscription_id,
       attempts: row.attempts,
       createdAt: row.created_at,
+      firstAttemptAt: row.first_attempt_at,
     }))
   }
 
@@ -146,7 +150,8 @@ export class PostgresWebhooks {
   async countPendingDeliveries(): Promise<number> {
     const sql = this.#sql
     const [row] = await guard(
-      () => sql<{ n: bigint }[]>`SELECT count(*) AS n FROM webhook_deliveries WHERE state = 'pending'`,
+      () => sql<{ n: bigint }[]>`SELECT count(*) AS n FROM webhook_deliveries d
+        JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.state = 'pending'`,
     )
     return Number(row!.n)
   }

@@ -58,6 +58,7 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
         state TEXT NOT NULL DEFAULT 'pending',
         attempts INTEGER NOT NULL DEFAULT 0,
         next_attempt_at INTEGER NOT NULL,
+        first_attempt_at INTEGER,
         lease TEXT,
         last_status INTEGER,
         last_error TEXT

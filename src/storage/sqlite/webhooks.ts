@@ -21,6 +21,7 @@ interface DeliveryRow {
   event_type: EventType
   body: string
   created_at: number
+  first_attempt_at: number
   attempts: number
   subscription_id: string
   url: string
@@ -66,9 +67,13 @@ export class SqliteWebhooks {
     )
     this.#anyDue = db.prepare(`SELECT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE ${DUE})`).pluck()
     this.#due = db.prepare(`SELECT id FROM webhook_deliveries d WHERE ${DUE} ORDER BY id LIMIT ?`).pluck()
-    this.#lease = db.prepare('UPDATE webhook_deliveries SET lease = ?, next_attempt_at = ? WHERE id = ?')
+    this.#lease = db.prepare(
+      `UPDATE webhook_deliveries SET lease = ?, next_attempt_at = ?, first_attempt_at = coalesce(first_attempt_at, ?)
+       WHERE id = ?`,
+    )
     this.#claimed = db.prepare(
-      `SELECT d.id, d.event_id, d.event_type, d.body, d.created_at, d.attempts, d.subscription_id, s.url, s.secret
+      `SELECT d.id, d.event_id, d.event_type, d.body, d.created_at, d.first_attempt_at, d.attempts, d.subscription_id,
+         s.url, s.secret
        FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.id = ?`,
     )
   }
@@ -145,7 +150,7 @@ export class SqliteWebhooks {
     const lease = randomUUID()
     const claim = this.#db.transaction(() => {
       const ids = this.#due.all(now, limit) as number[]
-      for (const id of ids) this.#lease.run(lease, now + leaseMs, id)
+      for (const id of ids) this.#lease.run(lease, now + leaseMs, now, id)
       return ids.map((id) => this.#claimed.get(id) as DeliveryRow)
     })
     const rows = busy(() => guard(() => claim.immediate()))
@@ -160,6 +165,7 @@ export class SqliteWebhooks {
       subscriptionId: row.subscription_id,
       attempts: row.attempts,
       createdAt: new Date(row.created_at),
+      firstAttemptAt: new Date(row.first_attempt_at),
     }))
   }
 
