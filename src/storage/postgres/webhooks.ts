@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { EventType } from '../../webhooks/events.js'
 import type { ClaimedDelivery, DeliveryOutcome, NewSubscription, Subscription } from '../types.js'
+import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
 import type { Query, Sql } from './client.js'
 import { guard } from './errors.js'
 
@@ -89,20 +90,7 @@ export class PostgresWebhooks {
     // SKIP LOCKED: two dispatchers never claim the same row; a row another claim just leased is no longer due when
     // this statement re-reads it. The oldest pending per subscription only, to keep each subscription's order.
     const rows = await guard(
-      () => sql<
-        {
-          id: string
-          event_id: string
-          event_type: EventType
-          body: string
-          created_at: Date
-          first_attempt_at: Date
-          attempts: number
-          subscription_id: string
-          url: string
-          secret: string
-        }[]
-      >`WITH due AS (
+      () => sql<DeliveryRow[]>`WITH due AS (
           SELECT d.id FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
           WHERE d.state = 'pending' AND d.next_attempt_at <= now()
             AND d.id = (SELECT min(o.id) FROM webhook_deliveries o
@@ -116,19 +104,7 @@ export class PostgresWebhooks {
           d.subscription_id,
           s.url, s.secret`,
     )
-    return rows.map((row) => ({
-      id: row.id,
-      lease,
-      eventId: row.event_id,
-      eventType: row.event_type,
-      body: row.body,
-      url: row.url,
-      secret: row.secret,
-      subscriptionId: row.subscription_id,
-      attempts: row.attempts,
-      createdAt: row.created_at,
-      firstAttemptAt: row.first_attempt_at,
-    }))
+    return rows.map((row) => toClaimedDelivery(row, lease))
   }
 
   async finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void> {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Database, Statement } from 'better-sqlite3'
 import type { EventType } from '../../webhooks/events.js'
 import type { ClaimedDelivery, DeliveryOutcome, NewSubscription, Subscription } from '../types.js'
+import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
 import { ensureAccount } from './accounts.js'
 import { guard } from './errors.js'
 import type { GroupCommit } from './group-commit.js'
@@ -13,19 +14,6 @@ interface SubscriptionRow {
   url: string
   event_types: string
   created_at: number
-}
-
-interface DeliveryRow {
-  id: number
-  event_id: string
-  event_type: EventType
-  body: string
-  created_at: number
-  first_attempt_at: number
-  attempts: number
-  subscription_id: string
-  url: string
-  secret: string
 }
 
 const SUBSCRIPTION_COLUMNS = `s.id, s.account_id, a.name AS account_name, s.url, s.event_types, s.created_at`
@@ -154,19 +142,7 @@ export class SqliteWebhooks {
       return ids.map((id) => this.#claimed.get(id) as DeliveryRow)
     })
     const rows = busy(() => guard(() => claim.immediate()))
-    return rows.map((row) => ({
-      id: String(row.id),
-      lease,
-      eventId: row.event_id,
-      eventType: row.event_type,
-      body: row.body,
-      url: row.url,
-      secret: row.secret,
-      subscriptionId: row.subscription_id,
-      attempts: row.attempts,
-      createdAt: new Date(row.created_at),
-      firstAttemptAt: new Date(row.first_attempt_at),
-    }))
+    return rows.map((row) => toClaimedDelivery(row, lease))
   }
 
   finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void> {
