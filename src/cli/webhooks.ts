@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from '../config.js'
-import { EVENT_TYPES, newSigningSecret, newSubscriptionId, type EventType } from '../webhooks/events.js'
+import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
+import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
 import { accountName, printTable, withStorage } from './common.js'
 
@@ -28,8 +29,9 @@ async function add(args: string[]): Promise<void> {
     },
   })
   const account = accountName(values.account)
-  const events = [...new Set(values.event ?? EVENT_TYPES)]
-  const unknown = events.find((event) => !EVENT_TYPES.includes(event as EventType))
+  // Every type when none is given (subscribe's default).
+  const events = values.event as EventType[] | undefined
+  const unknown = events?.find((event) => !EVENT_TYPES.includes(event as EventType))
   if (unknown !== undefined) {
     throw new ConfigError(`--event: unknown event type "${unknown}"; expected ${EVENT_TYPES.join(' or ')}`)
   }
@@ -37,13 +39,10 @@ async function add(args: string[]): Promise<void> {
   const problem = values.url === undefined ? 'is required' : await urlProblem(values.url, allowPrivate)
   if (problem !== undefined) throw new ConfigError(`--url: ${problem}`)
   await withStorage(values.database, async (storage) => {
-    const secret = newSigningSecret()
-    const subscription = await storage.createSubscription({
-      id: newSubscriptionId(),
+    const { secret, subscription } = await subscribe(storage, {
       accountName: account,
       url: values.url!,
-      secret,
-      eventTypes: events as EventType[],
+      eventTypes: events,
     })
     process.stdout.write(secret + '\n')
     process.stderr.write(

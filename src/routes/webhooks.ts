@@ -5,7 +5,7 @@ import { ApiError } from '../errors.js'
 import { CreatedSubscription, NewSubscriptionBody, SubscriptionParams, SubscriptionShape } from '../schemas/webhook.js'
 import type { Storage } from '../storage/index.js'
 import type { Subscription } from '../storage/types.js'
-import { EVENT_TYPES, newSigningSecret, newSubscriptionId } from '../webhooks/events.js'
+import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
 import { errorResponses } from './error-responses.js'
 
@@ -52,13 +52,10 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
       const { url, events } = request.body
       const problem = await urlProblem(url, allowPrivate)
       if (problem !== undefined) throw new ApiError('validation', `body.url: ${problem}`)
-      const secret = newSigningSecret()
-      const subscription = await storage.createSubscription({
-        id: newSubscriptionId(),
+      const { secret, subscription } = await subscribe(storage, {
         accountName: callerOf(request).accountName,
         url,
-        secret,
-        eventTypes: events ?? [...EVENT_TYPES],
+        eventTypes: events,
       })
       return reply.code(201).send({ ...shape(subscription), secret })
     },

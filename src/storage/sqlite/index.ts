@@ -151,7 +151,7 @@ export class SqliteStorage implements Storage {
       return outcome
     })
     this.#deleteWithEvents = db.transaction((accountId: number, id: bigint) => {
-      const deleted = this.#deletePlant.run(accountId, id).changes === 1
+      const deleted = this.#delete(accountId, id)
       if (deleted) this.#webhooks.queue(accountId, 'plant.deleted', newEventId(), deletedBody(id))
       return deleted
     })
@@ -201,10 +201,12 @@ export class SqliteStorage implements Storage {
 
   deletePlant(accountId: number, id: bigint): Promise<boolean> {
     return this.#writes.run(() =>
-      this.#webhooks.hasSubscriptions(accountId)
-        ? this.#deleteWithEvents(accountId, id)
-        : this.#deletePlant.run(accountId, id).changes === 1,
+      this.#webhooks.hasSubscriptions(accountId) ? this.#deleteWithEvents(accountId, id) : this.#delete(accountId, id),
     )
+  }
+
+  #delete(accountId: number, id: bigint): boolean {
+    return this.#deletePlant.run(accountId, id).changes === 1
   }
 
   async findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined> {
