@@ -1,6 +1,6 @@
-import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
-import { ErrorCatalogue, type ErrorKind } from '../errors.js'
+import type { ErrorKind } from '../errors.js'
+import { rawErrorResponse } from './raw-response.js'
 
 /** Largest request head (request line and headers) accepted, in bytes; Node's default, set on purpose. */
 export const MAX_HEADER_BYTES = 16 * 1024
@@ -22,13 +22,6 @@ function kindOf(err: { code?: string }): { kind: ErrorKind; message: string } {
 export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const { kind, message } = kindOf(err)
-  const { status, error } = ErrorCatalogue[kind]
-  const body = JSON.stringify({ error, message })
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    )
-  }
+  if (socket.writable) socket.write(rawErrorResponse(kind, message))
   socket.destroy()
 }
