@@ -7,6 +7,7 @@ import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
 import { registerPipeliningLimit } from './plugins/pipelining.js'
+import { registerRequestHead } from './plugins/request-head.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
 import { Metrics, registerMetrics } from './plugins/metrics.js'
 import { authThrottle, registerTokenRateLimit, type RateLimitOptions } from './plugins/rate-limit.js'
@@ -68,6 +69,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       maxHeaderSize: MAX_HEADER_BYTES,
       // Node checks the timeouts above only this often (30 s by default), so a slow client would stay longer.
       connectionsCheckingInterval: Math.min(1000, timeouts.headersMs),
+      // Node's own refusal of an HTTP/1.1 request without Host has no body; registerRequestHead answers instead.
+      requireHostHeader: false,
     },
     requestTimeout: timeouts.requestMs,
     // Fastify takes all three forms; its overloads only accept one member of the union at a time.
@@ -90,8 +93,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler)
   const metrics = new Metrics()
   const storage = watchWrites(timedStorage(options.storage, metrics.storageTimer))
+  // onRequest hooks run in this order. The request id first, so every refusal carries it; the pipelining count
+  // before any hook that may answer, since its onResponse hook counts every answer back down.
   registerRequestId(app)
   registerPipeliningLimit(app)
+  registerRequestHead(app)
   registerLifecycle(app, options.lifecycle ?? { draining: false })
   registerErrorHandler(app)
   registerJsonBody(app)

@@ -7,6 +7,11 @@ export const ErrorCatalogue = {
   validation: { error: 40001, status: 400, summary: 'A parameter or body field is invalid' },
   malformedJson: { error: 40002, status: 400, summary: 'The request body is not valid JSON' },
   malformedRequest: { error: 40003, status: 400, summary: 'The HTTP request itself is malformed' },
+  duplicateHeader: {
+    error: 40004,
+    status: 400,
+    summary: 'A header that must appear once (Authorization, Host) was sent more than once',
+  },
   missingToken: { error: 40101, status: 401, summary: 'No bearer token was sent' },
   invalidToken: {
     error: 40102,

@@ -2,8 +2,11 @@ import { Type, type TSchema } from '@sinclair/typebox'
 import { ErrorCatalogue, type ErrorKind } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
 
-// Every authenticated route can refuse a caller: bad tokens, missing scope, the rate limits and the pipelining limit.
+// Every authenticated route can refuse a caller: a head it will not guess at (no Host, a second Authorization), bad
+// tokens, missing scope, the rate limits and the pipelining limit.
 const AUTHENTICATED: ErrorKind[] = [
+  'malformedRequest',
+  'duplicateHeader',
   'missingToken',
   'invalidToken',
   'insufficientScope',

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import type { OutgoingHttpHeaders } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, test } from 'node:test'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
@@ -74,6 +75,23 @@ for (const backend of backends) {
           )
           assert.equal(res.json().error, 40301)
           assert.match(res.json().message, new RegExp(route.scope))
+        })
+
+        test('refuses a second Authorization header with 400 before either token is used', async () => {
+          const secret = await t.token('alice', { scopes: [route.scope] })
+          // An array is the header sent once per value (capitalised: Node's types allow an array under that name).
+          const headers: OutgoingHttpHeaders = {
+            'content-type': 'application/json',
+            Authorization: [`Bearer ${secret}`, 'Bearer pst_other'],
+          }
+          const res = await t.app.inject({
+            method: route.method,
+            url: route.url,
+            headers,
+            payload: route.method === 'POST' ? '{"id": 1, "name": "x"}' : undefined,
+          })
+          assert.equal(res.statusCode, 400)
+          assert.deepEqual(res.json(), { error: 40004, message: 'Authorization: sent more than once; send it once' })
         })
 
         test('lets a token with the scope through', async () => {
