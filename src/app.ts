@@ -102,10 +102,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   registerErrorHandler(app)
   registerJsonBody(app)
   await registerDocs(app, VERSION)
-  registerMetrics(app, metrics, options.metricsToken)
-  const verifier = new TokenVerifier(storage, { ttlMs: options.tokenCacheTtlMs ?? 2000 })
   const limits = options.rateLimit && { ...options.rateLimit, onLimited: metrics.rateLimited }
-  registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), limits && authThrottle(app, limits))
+  // One failure count per client address for API tokens and the metrics token alike.
+  const throttle = limits && authThrottle(app, limits)
+  registerMetrics(app, metrics, { token: options.metricsToken, throttle })
+  const verifier = new TokenVerifier(storage, { ttlMs: options.tokenCacheTtlMs ?? 2000 })
+  registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), throttle)
   if (limits) await registerTokenRateLimit(app, limits)
   await app.register(healthRoutes, { storage })
   await app.register(plantRoutes, { storage })

@@ -13,8 +13,8 @@ export interface AuthThrottle {
   refused(request: FastifyRequest): Promise<void>
 }
 
-/** Why a request was refused authentication. */
-export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'expired' | 'revoked' | 'insufficient_scope'
+/** Why a request was refused authentication; `metrics`: a wrong PLANTSTORE_METRICS_TOKEN on GET /metrics. */
+export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'expired' | 'revoked' | 'insufficient_scope' | 'metrics'
 
 /** Who is calling: the account and token behind a verified bearer token. */
 export interface Caller {

@@ -1,9 +1,10 @@
 import { timingSafeEqual, createHash } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import type { AuthFailure } from '../auth/bearer.js'
+import type { FastifyRequest } from 'fastify'
+import type { AuthFailure, AuthThrottle } from '../auth/bearer.js'
+import { ApiError } from '../errors.js'
 import type { StorageTimer } from '../storage/timed.js'
-import { sendError } from './error-handler.js'
 
 /** The service's Prometheus metrics, in a registry of its own (one per app, so tests never share counts). */
 export class Metrics {
@@ -23,7 +24,7 @@ export class Metrics {
   })
   readonly #authFailures = new Counter({
     name: 'plantstore_auth_failures_total',
-    help: 'Requests refused by bearer authentication, by reason',
+    help: 'Requests refused by bearer authentication (API or /metrics), by reason',
     labelNames: ['reason'],
     registers: [this.registry],
   })
@@ -108,21 +109,47 @@ export class Metrics {
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest()
 
+/** Who may scrape: the metrics token when one is set, and the failed-authentication limit it shares with the API. */
+export interface MetricsAccess {
+  token?: string
+  throttle?: AuthThrottle
+}
+
 /**
- * Counts every response, and serves GET /metrics in the Prometheus text format: open, or behind its own
- * bearer token when `token` is set (compared in constant time, as hashes of equal length).
+ * A check of the scrape's bearer token against `token` (in constant time, as hashes of equal length). A wrong token
+ * is a failed authentication like a wrong API token: counted (reason `metrics`) and, per client address, limited by
+ * the same throttle, so the metrics token cannot be guessed faster than an API token.
  */
-export function registerMetrics(app: FastifyInstance, metrics: Metrics, token?: string): void {
+function metricsGuard(metrics: Metrics, token: string, throttle?: AuthThrottle) {
+  const expected = sha256(`Bearer ${token}`)
+  const refusal = () =>
+    new ApiError('invalidToken', 'GET /metrics needs the PLANTSTORE_METRICS_TOKEN bearer token', {
+      'www-authenticate': 'Bearer realm="plantstore-metrics"',
+    })
+  return async (request: FastifyRequest): Promise<void> => {
+    await throttle?.check(request)
+    const header = request.headers.authorization
+    // Sending no token is not guessing one, as on the API.
+    if (header === undefined || header === '') {
+      metrics.authFailure('missing')
+      throw refusal()
+    }
+    if (timingSafeEqual(sha256(header), expected)) return
+    metrics.authFailure('metrics')
+    await throttle?.refused(request)
+    throw refusal()
+  }
+}
+
+/** Counts every response, and serves GET /metrics in the Prometheus text format: open, or behind `access.token`. */
+export function registerMetrics(app: FastifyInstance, metrics: Metrics, access: MetricsAccess = {}): void {
   app.addHook('onResponse', (request, reply, done) => {
     metrics.request(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, reply.elapsedTime / 1000)
     done()
   })
-  const expected = token === undefined ? undefined : sha256(`Bearer ${token}`)
+  const guard = access.token === undefined ? undefined : metricsGuard(metrics, access.token, access.throttle)
   app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
-    if (expected !== undefined && !timingSafeEqual(sha256(request.headers.authorization ?? ''), expected)) {
-      reply.header('www-authenticate', 'Bearer realm="plantstore-metrics"')
-      return sendError(reply, 'invalidToken', 'GET /metrics needs the PLANTSTORE_METRICS_TOKEN bearer token')
-    }
+    await guard?.(request)
     reply.type(metrics.registry.contentType)
     return metrics.registry.metrics()
   })

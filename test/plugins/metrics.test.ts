@@ -81,3 +81,52 @@ for (const protect of [false, true]) {
     }
   })
 }
+
+describe('GET /metrics refusals count and are throttled like any failed authentication', () => {
+  const cleanups: Array<() => Promise<unknown>> = []
+  after(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup()
+  })
+
+  async function metricsApp(authFailures: { max: number; windowMs: number }) {
+    const fresh = await freshStorage(backends[0]!)
+    cleanups.push(fresh.dispose)
+    const rateLimit = { perToken: { max: 0, windowMs: 1000 }, authFailures }
+    const app = await buildApp({ storage: fresh.storage, metricsToken: METRICS_TOKEN, rateLimit })
+    cleanups.push(() => app.close())
+    const headers = bearer((await issueToken(fresh.storage, { accountName: 'alice' })).secret)
+    const scrape = (h: Record<string, string>) => app.inject({ method: 'GET', url: '/metrics', headers: h })
+    return { app, headers, scrape }
+  }
+
+  test('counts a wrong metrics token as reason "metrics" and a missing one as "missing"', async () => {
+    const { scrape } = await metricsApp({ max: 0, windowMs: 60_000 })
+    assert.equal((await scrape(bearer('wrong-metrics-token-1'))).statusCode, 401)
+    assert.equal((await scrape(bearer('wrong-metrics-token-2'))).statusCode, 401)
+    assert.equal((await scrape({})).statusCode, 401)
+    const text = (await scrape(bearer(METRICS_TOKEN))).body
+    assert.equal(sample(text, 'plantstore_auth_failures_total{reason="metrics"}'), 2)
+    assert.equal(sample(text, 'plantstore_auth_failures_total{reason="missing"}'), 1)
+  })
+
+  test('answers 429 with Retry-After once the address is over PLANTSTORE_AUTH_FAILURE_LIMIT, API failures included', async () => {
+    const { app, headers, scrape } = await metricsApp({ max: 3, windowMs: 60_000 })
+    const api = await app.inject({ method: 'GET', url: '/plants', headers: bearer('pst_wrong') })
+    assert.equal(api.statusCode, 401)
+    for (let i = 0; i < 2; i++) assert.equal((await scrape(bearer(`wrong-metrics-token-${i}`))).statusCode, 401)
+    const limited = await scrape(bearer('wrong-metrics-token-3'))
+    assert.equal(limited.statusCode, 429)
+    assert.equal(limited.json().error, 42901)
+    const wait = Number(limited.headers['retry-after'])
+    assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait} is the rest of the window`)
+    assert.equal((await scrape(bearer(METRICS_TOKEN))).statusCode, 429, 'a right guess does not get through either')
+    const plants = await app.inject({ method: 'GET', url: '/plants', headers })
+    assert.equal(plants.statusCode, 429, 'the API shares the count')
+  })
+
+  test('does not count a scrape without any token toward the limit', async () => {
+    const { scrape } = await metricsApp({ max: 1, windowMs: 60_000 })
+    for (let i = 0; i < 3; i++) assert.equal((await scrape({})).statusCode, 401)
+    assert.equal((await scrape(bearer(METRICS_TOKEN))).statusCode, 200)
+  })
+})

@@ -19,14 +19,14 @@ after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup()
 })
 
-async function appWith(limits: Omit<RateLimitOptions, 'onLimited'>, storage?: Storage) {
+async function appWith(limits: Omit<RateLimitOptions, 'onLimited'>, storage?: Storage, metricsToken?: string) {
   let store = storage
   if (store === undefined) {
     const fresh = await freshStorage(backends[0]!)
     cleanups.push(fresh.dispose)
     store = fresh.storage
   }
-  const app = await buildApp({ storage: store, rateLimit: limits })
+  const app = await buildApp({ storage: store, rateLimit: limits, metricsToken })
   cleanups.push(() => app.close())
   return { app, storage: store }
 }
@@ -150,6 +150,29 @@ if (REDIS_URL !== undefined)
       assert.equal((await list(a.app, bearer('pst_x1'))).statusCode, 401)
       assert.equal((await list(b.app, bearer('pst_x2'))).statusCode, 401)
       assert.equal((await list(a.app, bearer('pst_x3'))).statusCode, 429)
+    })
+  })
+
+if (REDIS_URL !== undefined)
+  describe('wrong /metrics tokens shared through Redis', () => {
+    test('a wrong /metrics token on one instance counts toward the failure limit on another', async () => {
+      const redis = new Redis(REDIS_URL!, { maxRetriesPerRequest: 1 })
+      cleanups.push(() => redis.quit())
+      const limits = {
+        perToken: { max: 0, windowMs: 60_000 },
+        authFailures: { max: 2, windowMs: 60_000 },
+        redis,
+        namespace: `plantstore-test:${randomUUID()}:`,
+      }
+      const metricsToken = 'metrics-token-0123456789'
+      const a = await appWith(limits, undefined, metricsToken)
+      const b = await appWith(limits, a.storage, metricsToken)
+      const scrape = (app: FastifyInstance, token: string) =>
+        app.inject({ method: 'GET', url: '/metrics', headers: bearer(token) })
+      assert.equal((await scrape(a.app, 'wrong-metrics-token-1')).statusCode, 401)
+      assert.equal((await list(b.app, bearer('pst_x1'))).statusCode, 401)
+      assert.equal((await scrape(a.app, 'wrong-metrics-token-2')).statusCode, 429)
+      assert.equal((await scrape(b.app, metricsToken)).statusCode, 429)
     })
   })
 
