@@ -1,8 +1,9 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import { registerBearerAuth } from './auth/bearer.js'
-import { HTTP_TIMEOUT_DEFAULTS, type HttpTimeouts } from './config.js'
+import { CONNECTION_LIMIT_DEFAULTS, HTTP_TIMEOUT_DEFAULTS, type ConnectionLimits, type HttpTimeouts } from './config.js'
 import { TokenVerifier } from './auth/token-cache.js'
 import { clientErrorHandler, MAX_HEADER_BYTES } from './plugins/client-errors.js'
+import { registerConnectionLimits } from './plugins/connection-limits.js'
 import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
@@ -21,6 +22,7 @@ import { validatorCompiler } from './schemas/validator.js'
 import type { Storage } from './storage/index.js'
 import { timedStorage } from './storage/timed.js'
 import { watchWrites } from './storage/write-health.js'
+import { trustedPeer } from './limits/trusted-peer.js'
 import { VERSION } from './version.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
@@ -32,6 +34,8 @@ export interface AppOptions {
   logger?: { level: string; stream?: NodeJS.WritableStream; pretty?: boolean }
   /** Server timeouts in milliseconds; the config's defaults when not given. */
   timeouts?: HttpTimeouts
+  /** Caps on open connections; the config's defaults when not given. */
+  connections?: ConnectionLimits
   /** Fastify's trustProxy: which proxies' X-Forwarded-For names the client (for per-address limits, logs). */
   trustProxy?: boolean | number | string
   /** Rate limits; none when not given. */
@@ -92,6 +96,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   app.setValidatorCompiler(validatorCompiler)
   const metrics = new Metrics()
+  const openConnections = registerConnectionLimits(app, {
+    ...(options.connections ?? CONNECTION_LIMIT_DEFAULTS),
+    uncapped: trustedPeer(options.trustProxy),
+    onRefused: metrics.connectionRefused,
+  })
+  metrics.connections(openConnections)
   const storage = watchWrites(timedStorage(options.storage, metrics.storageTimer))
   // onRequest hooks run in this order. The request id first, so every refusal carries it; the pipelining count
   // before any hook that may answer, since its onResponse hook counts every answer back down.

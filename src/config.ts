@@ -16,6 +16,20 @@ export interface HttpTimeouts {
 /** Keep-alive above the 60 s idle timeout common in load balancers, so the balancer closes first. */
 export const HTTP_TIMEOUT_DEFAULTS: HttpTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 72_000 }
 
+/** Open connections one process takes, in all and from one client address (the TCP peer, unless a trusted proxy). */
+export interface ConnectionLimits {
+  max: number
+  perAddress: number
+}
+
+/**
+ * Server-wide 10,000: far more than one process serves at once, well under the open-file limit Node raises at start,
+ * and some tens of MB of socket state if every one sits idle. Per address 256: a NAT of dozens of browsers (6 each),
+ * or a backend whose HTTP client opens a connection per concurrent request (Node's fetch does), fits; one address
+ * cannot take the server-wide budget.
+ */
+export const CONNECTION_LIMIT_DEFAULTS: ConnectionLimits = { max: 10_000, perAddress: 256 }
+
 const milliseconds = (fallback: number) => Type.Integer({ minimum: 100, maximum: 3_600_000, default: fallback })
 
 /** Every setting the service reads, with its environment variable and bounds. The README's table mirrors it. */
@@ -29,6 +43,12 @@ export const ConfigSchema = Type.Object({
   HTTP_HEADERS_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.headersMs),
   HTTP_REQUEST_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.requestMs),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.keepAliveMs),
+  HTTP_MAX_CONNECTIONS: Type.Integer({ minimum: 1, maximum: 1_000_000, default: CONNECTION_LIMIT_DEFAULTS.max }),
+  HTTP_MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({
+    minimum: 1,
+    maximum: 1_000_000,
+    default: CONNECTION_LIMIT_DEFAULTS.perAddress,
+  }),
   SHUTDOWN_DRAIN_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 0 }),
   SHUTDOWN_GRACE_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 10 }),
   LOG_LEVEL: Type.Union(
@@ -58,6 +78,8 @@ const HINTS: Record<string, string> = {
   HTTP_HEADERS_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds), at most HTTP_REQUEST_TIMEOUT_MS',
   HTTP_REQUEST_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
   HTTP_KEEP_ALIVE_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
+  HTTP_MAX_CONNECTIONS: 'an integer from 1 to 1000000 (open connections per process)',
+  HTTP_MAX_CONNECTIONS_PER_ADDRESS: 'an integer from 1 to 1000000 (open connections per client address)',
   SHUTDOWN_DRAIN_SECONDS: 'an integer from 0 to 3600 (seconds)',
   SHUTDOWN_GRACE_SECONDS: 'an integer from 0 to 3600 (seconds)',
   LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',

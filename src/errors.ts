@@ -53,10 +53,20 @@ export const ErrorCatalogue = {
     status: 429,
     summary: 'Too many requests in flight on one connection (pipelined); the connection is closed',
   },
+  tooManyConnections: {
+    error: 42903,
+    status: 429,
+    summary: 'Too many open connections from this client address; the connection is closed',
+  },
   headersTooLarge: { error: 43101, status: 431, summary: 'The request headers are over 16 KiB' },
   internal: { error: 50001, status: 500, summary: 'An unexpected error on the server' },
   unavailable: { error: 50301, status: 503, summary: 'The storage is unavailable; retry later' },
   shuttingDown: { error: 50302, status: 503, summary: 'This instance is shutting down; retry on another' },
+  atCapacity: {
+    error: 50303,
+    status: 503,
+    summary: 'This instance has as many open connections as it takes; the connection is closed, retry shortly',
+  },
 } as const
 
 /** A catalogue entry's name. */

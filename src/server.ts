@@ -76,6 +76,10 @@ export async function serve(config: Config): Promise<void> {
       requestMs: config.HTTP_REQUEST_TIMEOUT_MS,
       keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     },
+    connections: {
+      max: config.HTTP_MAX_CONNECTIONS,
+      perAddress: config.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
+    },
     webhooks: {
       allowPrivate: config.PLANTSTORE_WEBHOOK_ALLOW_PRIVATE,
       delivery: config.PLANTSTORE_WEBHOOK_DELIVERY

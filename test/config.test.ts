@@ -17,6 +17,8 @@ describe('configuration', () => {
       HTTP_HEADERS_TIMEOUT_MS: 10_000,
       HTTP_REQUEST_TIMEOUT_MS: 30_000,
       HTTP_KEEP_ALIVE_TIMEOUT_MS: 72_000,
+      HTTP_MAX_CONNECTIONS: 10_000,
+      HTTP_MAX_CONNECTIONS_PER_ADDRESS: 256,
       SHUTDOWN_DRAIN_SECONDS: 0,
       SHUTDOWN_GRACE_SECONDS: 10,
       LOG_LEVEL: 'info',
@@ -68,6 +70,12 @@ describe('configuration', () => {
       'a keep-alive timeout that is not a number',
       { HTTP_KEEP_ALIVE_TIMEOUT_MS: '5s' },
       /^HTTP_KEEP_ALIVE_TIMEOUT_MS: /,
+    ],
+    ['no connections at all', { HTTP_MAX_CONNECTIONS: '0' }, /^HTTP_MAX_CONNECTIONS: .*1 to 1000000/],
+    [
+      'a per-address connection cap that is not a number',
+      { HTTP_MAX_CONNECTIONS_PER_ADDRESS: 'many' },
+      /^HTTP_MAX_CONNECTIONS_PER_ADDRESS: .*1 to 1000000/,
     ],
     [
       'a metrics token that is too short',

@@ -16,6 +16,9 @@ Runs the HTTP service. Flags override the environment:
                    DATABASE_MIGRATE_ON_START  true (default) or false: then run plantstore migrate first
                    LOG_LEVEL     fatal|error|warn|info|debug|trace|silent (default info)
                    HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, HTTP_KEEP_ALIVE_TIMEOUT_MS  (README)
+                   HTTP_MAX_CONNECTIONS  open connections per process (default 10000), then 503
+                   HTTP_MAX_CONNECTIONS_PER_ADDRESS  per client address (default 256; not for TRUST_PROXY
+                                 proxies), then 429
                    SHUTDOWN_DRAIN_SECONDS  on SIGTERM, seconds of /readyz 503 before closing (default 0)
                    SHUTDOWN_GRACE_SECONDS  then seconds for requests in flight to finish (default 10)
                    PLANTSTORE_RATE_LIMIT  per token, e.g. 600/min (default), 0 for none

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { FastifyRequest } from 'fastify'
 import type { AuthFailure, AuthThrottle } from '../auth/bearer.js'
+import type { ConnectionCap } from './connection-limits.js'
 import { ApiError } from '../errors.js'
 import type { StorageTimer } from '../storage/timed.js'
 
@@ -31,6 +32,12 @@ export class Metrics {
   readonly #rateLimited = new Counter({
     name: 'plantstore_rate_limited_total',
     help: 'Requests refused with 429, by limit: token or auth_failures',
+    labelNames: ['limit'],
+    registers: [this.registry],
+  })
+  readonly #connectionsRefused = new Counter({
+    name: 'plantstore_http_connections_refused_total',
+    help: 'Connections refused on arrival, by limit: address (HTTP_MAX_CONNECTIONS_PER_ADDRESS) or server (HTTP_MAX_CONNECTIONS)',
     labelNames: ['limit'],
     registers: [this.registry],
   })
@@ -83,6 +90,23 @@ export class Metrics {
         this.set(await depth().catch(() => Number.NaN))
       },
     })
+  }
+
+  /** Reports the open HTTP connections at each scrape, as `open` tells it. */
+  connections(open: () => number): void {
+    new Gauge({
+      name: 'plantstore_http_connections',
+      help: 'HTTP connections open in this process (admitted by the connection limits)',
+      registers: [this.registry],
+      collect() {
+        this.set(open())
+      },
+    })
+  }
+
+  /** Counts one connection refused by a cap. */
+  readonly connectionRefused = (limit: ConnectionCap): void => {
+    this.#connectionsRefused.inc({ limit })
   }
 
   /** Counts one answered request. */

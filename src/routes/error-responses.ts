@@ -3,7 +3,8 @@ import { ErrorCatalogue, type ErrorKind } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
 
 // Every authenticated route can refuse a caller: a head it will not guess at (no Host, a second Authorization), bad
-// tokens, missing scope, the rate limits and the pipelining limit.
+// tokens, missing scope, the rate limits, the pipelining limit and the connection caps (refused before a request is
+// read, so any route's caller may meet them).
 const AUTHENTICATED: ErrorKind[] = [
   'malformedRequest',
   'duplicateHeader',
@@ -12,6 +13,8 @@ const AUTHENTICATED: ErrorKind[] = [
   'insufficientScope',
   'rateLimited',
   'tooManyInFlight',
+  'tooManyConnections',
+  'atCapacity',
 ]
 
 const challenge = { 'WWW-Authenticate': Type.String({ description: 'RFC 6750 Bearer challenge' }) }
@@ -19,7 +22,11 @@ const HEADERS: Record<number, Record<string, TSchema>> = {
   401: challenge,
   403: challenge,
   415: { 'Accept-Encoding': Type.String({ description: 'With 41502: `identity`, the only content coding accepted' }) },
-  429: { 'Retry-After': Type.Integer({ description: 'With 42901: seconds until the limit resets' }) },
+  429: {
+    'Retry-After': Type.Integer({
+      description: 'With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting',
+    }),
+  },
   503: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
 }
 

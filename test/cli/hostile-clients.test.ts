@@ -13,7 +13,14 @@ describe('plantstore serve, slow, oversized, smuggling and flooding clients', ()
   let server: ServerProcess
   before(async () => {
     server = await startServer({
-      env: { HTTP_HEADERS_TIMEOUT_MS: '500', HTTP_REQUEST_TIMEOUT_MS: '1500', PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN },
+      env: {
+        HTTP_HEADERS_TIMEOUT_MS: '500',
+        HTTP_REQUEST_TIMEOUT_MS: '1500',
+        PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN,
+        // Every client here is 127.0.0.1: room for all 500 idle connections, which the headers deadline must close
+        // (at the default cap of 256 most would be refused at once). The cap is tested in connection-limits.test.ts.
+        HTTP_MAX_CONNECTIONS_PER_ADDRESS: '1000',
+      },
     })
     // The bootstrap token exists once a request with it succeeds (it is created just after listening).
     await eventually(

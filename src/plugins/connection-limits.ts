@@ -1,0 +1,106 @@
+import type { Server } from 'node:http'
+import type { Socket } from 'node:net'
+import { normalizeIP } from '@fastify/rate-limit'
+import type { FastifyInstance } from 'fastify'
+import type { ConnectionLimits } from '../config.js'
+import type { ErrorKind } from '../errors.js'
+import { rawErrorResponse } from './raw-response.js'
+
+/** Which cap refused a connection: the client address's or the server's. */
+export type ConnectionCap = 'address' | 'server'
+
+/** The caps, and what they need to know from the app. */
+export interface ConnectionLimitOptions extends ConnectionLimits {
+  /** Peers not capped per address: trusted proxies, behind which every client shares the proxy's address. */
+  uncapped: (address: string) => boolean
+  /** Told of every refused connection. */
+  onRefused: (cap: ConnectionCap) => void
+}
+
+// A refused connection is answered, then read and dropped for at most this long before it is closed: closing it with
+// the client's request unread would reset it, and a reset can destroy the answer before the client reads it.
+const LINGER_MS = 1000
+// Past this many refused connections lingering at once, one more is closed without an answer, so that refusals
+// cannot pile up open files either.
+const MAX_LINGERING = 1024
+
+/** The key a client's connections are counted under: its address, an IPv6 one by its /64 as the rate limits do. */
+export function addressKey(address: string): string {
+  return normalizeIP(address, 64)
+}
+
+/**
+ * Puts `admit` in front of the HTTP server's own connection handling, so a refused socket never reaches Node's HTTP
+ * parser: the server's 'connection' listeners (Node's, added when Fastify created the server) are taken off and
+ * called for admitted sockets only.
+ */
+function gate(server: Server, admit: (socket: Socket) => boolean): void {
+  const listeners = server.listeners('connection') as Array<(socket: Socket) => void>
+  server.removeAllListeners('connection')
+  server.on('connection', (socket: Socket) => {
+    if (!admit(socket)) return
+    for (const listener of listeners) listener.call(server, socket)
+  })
+}
+
+/** Answers refused sockets in the Error shape (no request is read first) and closes them, bounded as said above. */
+function refuser(): (socket: Socket, kind: ErrorKind, message: string) => void {
+  let lingering = 0
+  return (socket, kind, message) => {
+    socket.on('error', () => {})
+    if (lingering >= MAX_LINGERING) return void socket.destroy()
+    lingering++
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS)
+    socket.once('close', () => {
+      lingering--
+      clearTimeout(timer)
+    })
+    socket.once('end', () => socket.destroy())
+    socket.end(rawErrorResponse(kind, message, { 'Retry-After': '1' }))
+    socket.resume()
+  }
+}
+
+/**
+ * Caps open connections per process (`max`, then 503) and per client address (`perAddress`, then 429), counting at
+ * accept, before a byte is read: without them, connections were unlimited, and each one that pipelines requests and
+ * reads no answer holds answers in memory. The address is the TCP peer's: behind a proxy every client shares the
+ * proxy's, so trusted proxies are only capped by `max` (per-client caps belong on the proxy). Returns a reading of
+ * the connections open now, for the metrics.
+ */
+export function registerConnectionLimits(app: FastifyInstance, options: ConnectionLimitOptions): () => number {
+  let open = 0
+  const perAddress = new Map<string, number>()
+  const refuse = refuser()
+  gate(app.server, (socket) => {
+    const address = socket.remoteAddress
+    // Undefined once the client has gone again: nothing to count or answer.
+    if (address === undefined) {
+      socket.destroy()
+      return false
+    }
+    if (open >= options.max) {
+      options.onRefused('server')
+      refuse(socket, 'atCapacity', `this instance has ${options.max} open connections; retry shortly or on another`)
+      return false
+    }
+    const key = options.uncapped(address) ? undefined : addressKey(address)
+    const count = key === undefined ? 0 : (perAddress.get(key) ?? 0)
+    if (key !== undefined && count >= options.perAddress) {
+      options.onRefused('address')
+      refuse(socket, 'tooManyConnections', `${count} connections from this address are open; close one first`)
+      return false
+    }
+    open++
+    if (key !== undefined) perAddress.set(key, count + 1)
+    socket.once('close', () => {
+      open--
+      if (key === undefined) return
+      const left = perAddress.get(key)! - 1
+      if (left === 0) perAddress.delete(key)
+      else perAddress.set(key, left)
+    })
+    return true
+  })
+  return () => open
+}
