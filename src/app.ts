@@ -100,6 +100,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ...(options.connections ?? CONNECTION_LIMIT_DEFAULTS),
     uncapped: trustedPeer(options.trustProxy),
     onRefused: metrics.connectionRefused,
+    onStalled: metrics.writeStalled,
   })
   metrics.connections(openConnections)
   const storage = watchWrites(timedStorage(options.storage, metrics.storageTimer))

@@ -16,19 +16,24 @@ export interface HttpTimeouts {
 /** Keep-alive above the 60 s idle timeout common in load balancers, so the balancer closes first. */
 export const HTTP_TIMEOUT_DEFAULTS: HttpTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 72_000 }
 
-/** Open connections one process takes, in all and from one client address (the TCP peer, unless a trusted proxy). */
+/**
+ * Open connections one process takes, in all and from one client address (the TCP peer, unless a trusted proxy), and
+ * how long a connection's answers may wait unread, not moving at all, before it is closed.
+ */
 export interface ConnectionLimits {
   max: number
   perAddress: number
+  writeStallMs: number
 }
 
 /**
  * Server-wide 10,000: far more than one process serves at once, well under the open-file limit Node raises at start,
  * and some tens of MB of socket state if every one sits idle. Per address 256: a NAT of dozens of browsers (6 each),
  * or a backend whose HTTP client opens a connection per concurrent request (Node's fetch does), fits; one address
- * cannot take the server-wide budget.
+ * cannot take the server-wide budget. Stall 30 s, as long as a client has to send its request: a reader however slow
+ * lets a write complete within it (the kernel takes a page and more at once), one that reads nothing is closed.
  */
-export const CONNECTION_LIMIT_DEFAULTS: ConnectionLimits = { max: 10_000, perAddress: 256 }
+export const CONNECTION_LIMIT_DEFAULTS: ConnectionLimits = { max: 10_000, perAddress: 256, writeStallMs: 30_000 }
 
 const milliseconds = (fallback: number) => Type.Integer({ minimum: 100, maximum: 3_600_000, default: fallback })
 
@@ -49,6 +54,7 @@ export const ConfigSchema = Type.Object({
     maximum: 1_000_000,
     default: CONNECTION_LIMIT_DEFAULTS.perAddress,
   }),
+  HTTP_WRITE_STALL_TIMEOUT_MS: milliseconds(CONNECTION_LIMIT_DEFAULTS.writeStallMs),
   SHUTDOWN_DRAIN_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 0 }),
   SHUTDOWN_GRACE_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 10 }),
   LOG_LEVEL: Type.Union(
@@ -80,6 +86,7 @@ const HINTS: Record<string, string> = {
   HTTP_KEEP_ALIVE_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
   HTTP_MAX_CONNECTIONS: 'an integer from 1 to 1000000 (open connections per process)',
   HTTP_MAX_CONNECTIONS_PER_ADDRESS: 'an integer from 1 to 1000000 (open connections per client address)',
+  HTTP_WRITE_STALL_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
   SHUTDOWN_DRAIN_SECONDS: 'an integer from 0 to 3600 (seconds)',
   SHUTDOWN_GRACE_SECONDS: 'an integer from 0 to 3600 (seconds)',
   LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',

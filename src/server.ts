@@ -79,6 +79,7 @@ export async function serve(config: Config): Promise<void> {
     connections: {
       max: config.HTTP_MAX_CONNECTIONS,
       perAddress: config.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
+      writeStallMs: config.HTTP_WRITE_STALL_TIMEOUT_MS,
     },
     webhooks: {
       allowPrivate: config.PLANTSTORE_WEBHOOK_ALLOW_PRIVATE,

@@ -19,6 +19,7 @@ describe('configuration', () => {
       HTTP_KEEP_ALIVE_TIMEOUT_MS: 72_000,
       HTTP_MAX_CONNECTIONS: 10_000,
       HTTP_MAX_CONNECTIONS_PER_ADDRESS: 256,
+      HTTP_WRITE_STALL_TIMEOUT_MS: 30_000,
       SHUTDOWN_DRAIN_SECONDS: 0,
       SHUTDOWN_GRACE_SECONDS: 10,
       LOG_LEVEL: 'info',
@@ -72,6 +73,11 @@ describe('configuration', () => {
       /^HTTP_KEEP_ALIVE_TIMEOUT_MS: /,
     ],
     ['no connections at all', { HTTP_MAX_CONNECTIONS: '0' }, /^HTTP_MAX_CONNECTIONS: .*1 to 1000000/],
+    [
+      'a stall timeout below 100 ms',
+      { HTTP_WRITE_STALL_TIMEOUT_MS: '10' },
+      /^HTTP_WRITE_STALL_TIMEOUT_MS: .*100 to 3600000/,
+    ],
     [
       'a per-address connection cap that is not a number',
       { HTTP_MAX_CONNECTIONS_PER_ADDRESS: 'many' },

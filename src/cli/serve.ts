@@ -19,6 +19,8 @@ Runs the HTTP service. Flags override the environment:
                    HTTP_MAX_CONNECTIONS  open connections per process (default 10000), then 503
                    HTTP_MAX_CONNECTIONS_PER_ADDRESS  per client address (default 256; not for TRUST_PROXY
                                  proxies), then 429
+                   HTTP_WRITE_STALL_TIMEOUT_MS  close a connection whose answers sit unread, not moving,
+                                 this long (default 30000)
                    SHUTDOWN_DRAIN_SECONDS  on SIGTERM, seconds of /readyz 503 before closing (default 0)
                    SHUTDOWN_GRACE_SECONDS  then seconds for requests in flight to finish (default 10)
                    PLANTSTORE_RATE_LIMIT  per token, e.g. 600/min (default), 0 for none

@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import type { ConnectionLimits } from '../config.js'
 import type { ErrorKind } from '../errors.js'
 import { rawErrorResponse } from './raw-response.js'
+import { writeStallWatch } from './write-stall.js'
 
 /** Which cap refused a connection: the client address's or the server's. */
 export type ConnectionCap = 'address' | 'server'
@@ -15,6 +16,8 @@ export interface ConnectionLimitOptions extends ConnectionLimits {
   uncapped: (address: string) => boolean
   /** Told of every refused connection. */
   onRefused: (cap: ConnectionCap) => void
+  /** Told of every connection closed because its answers stopped leaving. */
+  onStalled: () => void
 }
 
 // A refused connection is answered, then read and dropped for at most this long before it is closed: closing it with
@@ -63,8 +66,9 @@ function refuser(): (socket: Socket, kind: ErrorKind, message: string) => void {
 
 /**
  * Caps open connections per process (`max`, then 503) and per client address (`perAddress`, then 429), counting at
- * accept, before a byte is read: without them, connections were unlimited, and each one that pipelines requests and
- * reads no answer holds answers in memory. The address is the TCP peer's: behind a proxy every client shares the
+ * accept, before a byte is read, and closes an admitted connection whose answers sit unread (`writeStallMs`): without
+ * them, connections were unlimited, and each one that pipelines requests and reads no answer held its answers in
+ * memory for as long as it stayed open. The address is the TCP peer's: behind a proxy every client shares the
  * proxy's, so trusted proxies are only capped by `max` (per-client caps belong on the proxy). Returns a reading of
  * the connections open now, for the metrics.
  */
@@ -72,6 +76,11 @@ export function registerConnectionLimits(app: FastifyInstance, options: Connecti
   let open = 0
   const perAddress = new Map<string, number>()
   const refuse = refuser()
+  const stalls = writeStallWatch(options.writeStallMs, options.onStalled)
+  app.addHook('onClose', (_app, done) => {
+    stalls.stop()
+    done()
+  })
   gate(app.server, (socket) => {
     const address = socket.remoteAddress
     // Undefined once the client has gone again: nothing to count or answer.
@@ -93,6 +102,7 @@ export function registerConnectionLimits(app: FastifyInstance, options: Connecti
     }
     open++
     if (key !== undefined) perAddress.set(key, count + 1)
+    stalls.watch(socket)
     socket.once('close', () => {
       open--
       if (key === undefined) return

@@ -41,6 +41,11 @@ export class Metrics {
     labelNames: ['limit'],
     registers: [this.registry],
   })
+  readonly #writeStalls = new Counter({
+    name: 'plantstore_http_write_stalls_total',
+    help: 'Connections closed because their answers sat unread for HTTP_WRITE_STALL_TIMEOUT_MS',
+    registers: [this.registry],
+  })
   readonly #storage = new Histogram({
     name: 'plantstore_storage_call_duration_seconds',
     help: 'Storage call latency, by operation and outcome',
@@ -107,6 +112,11 @@ export class Metrics {
   /** Counts one connection refused by a cap. */
   readonly connectionRefused = (limit: ConnectionCap): void => {
     this.#connectionsRefused.inc({ limit })
+  }
+
+  /** Counts one connection closed by the write stall timeout. */
+  readonly writeStalled = (): void => {
+    this.#writeStalls.inc()
   }
 
   /** Counts one answered request. */

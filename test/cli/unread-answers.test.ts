@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { Agent, request } from 'node:http'
+import { connect } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { after, before, describe, test } from 'node:test'
+import { issueToken } from '../../src/auth/issue-token.js'
+import { openStorage } from '../../src/storage/index.js'
+import { statusCodes } from '../helpers/raw-http.js'
+import { cleanup, startServer, tempDatabase, type ServerProcess } from '../helpers/server-process.js'
+
+after(cleanup)
+
+const PAGE = 1000
+// A page of 1,000 such plants is about 300 KB, so 16 pipelined pages (4.8 MB) are far more than the kernel buffers of
+// one loopback connection: answers the client does not read wait in the server, as in the issue.
+const NAME = 'n'.repeat(190)
+const TAG = 't'.repeat(90)
+const pageRequest = (token: string) =>
+  `GET /plants?limit=${PAGE}&fields=id,name,tag HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`
+
+/** A database whose account mallory has a full page of plants; tokens for mallory and alice. */
+async function seeded(): Promise<{ database: string; mallory: string; alice: string }> {
+  const database = tempDatabase()
+  const storage = await openStorage(database)
+  try {
+    const mallory = await issueToken(storage, { accountName: 'mallory' })
+    const alice = await issueToken(storage, { accountName: 'alice' })
+    for (let from = 1; from <= PAGE; from += 100) {
+      const ids = Array.from({ length: 100 }, (_, i) => BigInt(from + i))
+      await Promise.all(ids.map((id) => storage.createPlant(mallory.token.accountId, { id, name: NAME, tag: TAG })))
+    }
+    return { database, mallory: mallory.secret, alice: alice.secret }
+  } finally {
+    await storage.close()
+  }
+}
+
+/** The server's resident memory in KiB. */
+const rssKiB = (server: ServerProcess) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.process.pid}/status`, 'utf8'))?.[1])
+
+/**
+ * A connection that pipelines 16 page requests and reads nothing until `read()`: then it reads everything and resolves
+ * with it once the server has closed the connection, or with `open: true` if it is still open `waitMs` later.
+ */
+function nonReader(port: number, token: string) {
+  const socket = connect(port, '127.0.0.1')
+  socket.pause()
+  socket.on('error', () => {})
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+  socket.write(pageRequest(token).repeat(16))
+  return {
+    async read(waitMs: number): Promise<{ text: string; open: boolean }> {
+      let text = ''
+      socket.setEncoding('latin1')
+      socket.on('data', (chunk: string) => (text += chunk))
+      socket.resume()
+      const open = await Promise.race([closed.then(() => false), sleep(waitMs).then(() => true)])
+      socket.destroy()
+      return { text, open }
+    },
+  }
+}
+
+describe('plantstore serve, clients that pipeline requests and read no answer', () => {
+  let server: ServerProcess
+  let tokens: { mallory: string; alice: string }
+  before(async () => {
+    const { database, ...rest } = await seeded()
+    tokens = rest
+    server = await startServer({
+      database,
+      env: {
+        HTTP_MAX_CONNECTIONS_PER_ADDRESS: '4',
+        HTTP_WRITE_STALL_TIMEOUT_MS: '1000',
+        PLANTSTORE_RATE_LIMIT: '0',
+      },
+    })
+  })
+  after(() => server.stop('SIGKILL'))
+
+  test("the issue's attack, 37 connections of 16 pipelined pages read by no one: the ones past the address's cap refused, the rest closed by the stall timeout, memory bounded, another account served throughout", async () => {
+    // Alice's one keep-alive connection, open before the attack: one of the address's 4.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    const get = (path: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ port: server.port, host: '127.0.0.1', path, agent }, (res) => {
+          res.resume()
+          res.on('end', () => resolve(res.statusCode ?? 0))
+        })
+        req.setHeader('authorization', `Bearer ${tokens.alice}`)
+        req.on('error', reject)
+        req.end()
+      })
+    try {
+      assert.equal(await get('/plants?limit=1'), 200)
+      const before = rssKiB(server)
+      let peak = before
+      const sampler = setInterval(() => (peak = Math.max(peak, rssKiB(server))), 50)
+      const attackers = Array.from({ length: 37 }, () => nonReader(server.port, tokens.mallory))
+      // Alice asks again and again on her connection while the attack runs and past the stall timeout.
+      const served: number[] = []
+      for (const started = Date.now(); Date.now() - started < 3000; await sleep(100)) {
+        served.push(await get('/plants?limit=1'))
+      }
+      clearInterval(sampler)
+      assert.deepEqual(new Set(served), new Set([200]), `alice got ${served.join(' ')}`)
+
+      const answers = await Promise.all(attackers.map((attacker) => attacker.read(5000)))
+      const refused = answers.filter(({ text }) => statusCodes(text)[0] === 429)
+      assert.equal(refused.length, 37 - 3, 'all but 3 connections refused: alice holds one of the 4')
+      for (const { text } of refused) assert.match(text, /"error":42903/)
+      const kept = answers.filter((answer) => !refused.includes(answer))
+      for (const { text, open } of kept) {
+        assert.equal(open, false, 'the server closed the connection')
+        const pages = statusCodes(text).length
+        assert.ok(pages < 16, `the server gave up on its answers (the client got ${pages} of 16)`)
+      }
+      // Not a speed claim but a bound on what the attack can hold. 3 connections of 16 pages of 300 KB are 15 MB of
+      // answers, and the server grew by 23 to 40 MB here (answers plus the garbage of serialising them); all 37 are
+      // 180 MB of answers, and before the caps the server grew by about 120 MB. The bound sits between, well clear of
+      // the first and half the second.
+      const grewKiB = peak - before
+      assert.ok(grewKiB < 64 * 1024, `the server grew by ${grewKiB} KiB`)
+      assert.equal(await get('/plants?limit=1'), 200)
+    } finally {
+      agent.destroy()
+    }
+  })
+
+  test('counts connections closed by the stall timeout in plantstore_http_write_stalls_total', async () => {
+    const res = await fetch(`${server.baseUrl}/metrics`)
+    const text = await res.text()
+    assert.match(text, /^plantstore_http_write_stalls_total 3$/m)
+  })
+
+  test('keeps serving a client that reads slowly but steadily, longer than the stall timeout in all', async () => {
+    const socket = connect(server.port, '127.0.0.1')
+    socket.on('error', () => {})
+    let text = ''
+    let started = 0
+    socket.setEncoding('latin1')
+    socket.on('data', (chunk: string) => {
+      text += chunk
+      // A pause after every chunk read: about 2 MB/s at most, so the 4.8 MB take seconds, but writes keep completing.
+      socket.pause()
+      setTimeout(() => socket.resume(), 30)
+    })
+    socket.once('connect', () => (started = Date.now()))
+    const last = `GET /plants?limit=${PAGE}&fields=id,name,tag HTTP/1.1\r\nHost: x\r\nConnection: close\r\n`
+    socket.write(pageRequest(tokens.mallory).repeat(15) + last + `Authorization: Bearer ${tokens.mallory}\r\n\r\n`)
+    await new Promise((resolve) => socket.once('close', resolve))
+    assert.deepEqual(statusCodes(text), Array<number>(16).fill(200))
+    assert.ok(Date.now() - started > 1000, `read in ${Date.now() - started} ms: not slower than the stall timeout`)
+  })
+})
