@@ -12,10 +12,11 @@ import { cleanup, startServer, tempDatabase, type ServerProcess } from '../helpe
 after(cleanup)
 
 const PAGE = 1000
-// A page of 1,000 such plants is about 300 KB, so 16 pipelined pages (4.8 MB) are far more than the kernel buffers of
-// one loopback connection: answers the client does not read wait in the server, as in the issue.
-const NAME = 'n'.repeat(190)
-const TAG = 't'.repeat(90)
+// The longest name and tag, in a character of 3 bytes: a page of 1,000 is about 940 KB, so 16 pipelined pages (15 MB)
+// are far more than the kernel buffers of a loopback connection (about 4 MB here): answers that a client does not read
+// wait in the server, as in the issue, whatever the kernel's buffer sizes.
+const NAME = '€'.repeat(200)
+const TAG = '€'.repeat(100)
 const pageRequest = (token: string) =>
   `GET /plants?limit=${PAGE}&fields=id,name,tag HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`
 
@@ -34,6 +35,12 @@ async function seeded(): Promise<{ database: string; mallory: string; alice: str
   } finally {
     await storage.close()
   }
+}
+
+/** The value of one sample line of the Prometheus text (0 when absent). */
+function sample(text: string, name: string): number {
+  const line = text.split('\n').find((entry) => entry.startsWith(`${name} `))
+  return line === undefined ? 0 : Number(line.slice(name.length + 1))
 }
 
 /** The server's resident memory in KiB. */
@@ -117,10 +124,10 @@ describe('plantstore serve, clients that pipeline requests and read no answer', 
         const pages = statusCodes(text).length
         assert.ok(pages < 16, `the server gave up on its answers (the client got ${pages} of 16)`)
       }
-      // Not a speed claim but a bound on what the attack can hold. 3 connections of 16 pages of 300 KB are 15 MB of
-      // answers, and the server grew by 23 to 40 MB here (answers plus the garbage of serialising them); all 37 are
-      // 180 MB of answers, and before the caps the server grew by about 120 MB. The bound sits between, well clear of
-      // the first and half the second.
+      // Not a speed claim but a bound on what the attack can hold: 3 connections, one unsent answer each (about 1 MB),
+      // gone at the stall timeout; the server grew by about 21 MB here, mostly the garbage of making the pages the
+      // kernel took. The 37 connections' answers are 550 MB: without these limits the server made them all at once and
+      // held what the kernel did not take, for as long as the connections stayed open.
       const grewKiB = peak - before
       assert.ok(grewKiB < 64 * 1024, `the server grew by ${grewKiB} KiB`)
       assert.equal(await get('/plants?limit=1'), 200)
@@ -140,12 +147,17 @@ describe('plantstore serve, clients that pipeline requests and read no answer', 
     socket.on('error', () => {})
     let text = ''
     let started = 0
+    let sincePause = 0
     socket.setEncoding('latin1')
     socket.on('data', (chunk: string) => {
       text += chunk
-      // A pause after every chunk read: about 2 MB/s at most, so the 4.8 MB take seconds, but writes keep completing.
+      // 50 ms of pause after every 256 KB read: at most 5 MB/s, so the 15 MB take seconds, but each 940 KB answer
+      // is written out well within the stall timeout.
+      sincePause += chunk.length
+      if (sincePause < 256 * 1024) return
+      sincePause = 0
       socket.pause()
-      setTimeout(() => socket.resume(), 30)
+      setTimeout(() => socket.resume(), 50)
     })
     socket.once('connect', () => (started = Date.now()))
     const last = `GET /plants?limit=${PAGE}&fields=id,name,tag HTTP/1.1\r\nHost: x\r\nConnection: close\r\n`
@@ -153,5 +165,36 @@ describe('plantstore serve, clients that pipeline requests and read no answer', 
     await new Promise((resolve) => socket.once('close', resolve))
     assert.deepEqual(statusCodes(text), Array<number>(16).fill(200))
     assert.ok(Date.now() - started > 1000, `read in ${Date.now() - started} ms: not slower than the stall timeout`)
+  })
+})
+
+describe('plantstore serve, connections that read nothing under the default connection caps', () => {
+  let server: ServerProcess
+  let tokens: { mallory: string; alice: string }
+  before(async () => {
+    const { database, ...rest } = await seeded()
+    tokens = rest
+    // Default caps (256 per address: every connection here fits); a stall timeout that outlasts the test.
+    server = await startServer({ database, env: { HTTP_WRITE_STALL_TIMEOUT_MS: '10000', PLANTSTORE_RATE_LIMIT: '0' } })
+  })
+  after(() => server.stop('SIGKILL'))
+
+  test('holds at most one unsent answer per connection that reads nothing, not its 16 pipelined ones', async () => {
+    const connections = 16
+    const attackers = Array.from({ length: connections }, () => nonReader(server.port, tokens.mallory))
+    await sleep(2000)
+    const res = await fetch(`${server.baseUrl}/plants?limit=1`, {
+      headers: { authorization: `Bearer ${tokens.alice}` },
+    })
+    assert.equal(res.status, 200, 'another account is served')
+    await res.arrayBuffer()
+    const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text()
+    for (const attacker of attackers) void attacker.read(0)
+    // Pages made (storage reads) against pages handed to the kernel (answers counted as sent): the difference is what
+    // the server holds. When every pipelined page was made at once, it was about 12 of the 16 per connection here.
+    const made = sample(metrics, 'plantstore_storage_call_duration_seconds_count{operation="listPlants",outcome="ok"}')
+    const sent = sample(metrics, 'plantstore_http_requests_total{route="/plants",method="GET",status="200"}')
+    assert.ok(sent >= connections, `${sent} pages sent: the kernel took at least one per connection`)
+    assert.ok(made - sent <= connections, `${made} pages made, ${sent} sent: ${made - sent} held`)
   })
 })
