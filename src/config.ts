@@ -28,10 +28,13 @@ export interface ConnectionLimits {
 
 /**
  * Server-wide 10,000: far more than one process serves at once, well under the open-file limit Node raises at start,
- * and some tens of MB of socket state if every one sits idle. Per address 256: a NAT of dozens of browsers (6 each),
- * or a backend whose HTTP client opens a connection per concurrent request (Node's fetch does), fits; one address
- * cannot take the server-wide budget. Stall 30 s, as long as a client has to send its request: a reader however slow
- * lets a write complete within it (the kernel takes a page and more at once), one that reads nothing is closed.
+ * and about 40 MB of socket state if every one sits idle (measured: 5,000 idle took 20 MB). Per address 256: a NAT of
+ * dozens of browsers (6 each), or a backend whose HTTP client opens a connection per concurrent request (Node's fetch
+ * does), fits; one address cannot take the server-wide budget. A connection that reads nothing holds one unsent
+ * answer, a page (300 KB for 1,000 plants of 300 characters; at most about 2 MB, if every character is one JSON
+ * escapes), so one address holds at most 256 of them, and only until the stall timeout. Stall 30 s, as long as a client has to send its request: a client taking its answer
+ * at 32 KB/s or more completes each write within it (the kernel takes much of it at once); one that reads nothing is
+ * closed.
  */
 export const CONNECTION_LIMIT_DEFAULTS: ConnectionLimits = { max: 10_000, perAddress: 256, writeStallMs: 30_000 }
 
