@@ -96,6 +96,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   })
   app.setValidatorCompiler(validatorCompiler)
   const metrics = new Metrics()
+  // First, while Node's own listener is the server's only 'connection' listener: the caps take it over and call it
+  // for admitted sockets alone, so a 'connection' listener added before this would see refused sockets too.
   const openConnections = registerConnectionLimits(app, {
     ...(options.connections ?? CONNECTION_LIMIT_DEFAULTS),
     uncapped: trustedPeer(options.trustProxy),
@@ -105,7 +107,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   metrics.connections(openConnections)
   const storage = watchWrites(timedStorage(options.storage, metrics.storageTimer))
   // onRequest hooks run in this order. The request id first, so every refusal carries it; the pipelining count
-  // before any hook that may answer, since its onResponse hook counts every answer back down.
+  // before any hook that may answer, since its onResponse hook counts every answer back down; the head checks before
+  // bearer authentication (registered below) reads the Authorization header.
   registerRequestId(app)
   registerPipeliningLimit(app)
   registerRequestHead(app)
