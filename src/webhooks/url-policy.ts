@@ -1,5 +1,6 @@
 import { lookup } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
+import { CONTROL_FREE_TEXT, textProblem } from '../schemas/text.js'
 
 // Where a webhook must not reach unless the operator allows it: loopback, private, link-local (cloud metadata
 // services live there), carrier-grade NAT, unspecified, multicast and reserved ranges, in IPv4 and IPv6.
@@ -61,11 +62,13 @@ async function resolve(host: string): Promise<string[]> {
 
 /**
  * Why `text` may not be a webhook URL, or undefined when it may: http(s) only, no credentials, at most 2048
- * characters, and (unless `allowPrivate`) a host whose every address is public. Checked again at each delivery,
- * since a name can point elsewhere later.
+ * characters, no control character (the rule of the API's schema, for the CLI), and (unless `allowPrivate`) a host
+ * whose every address is public. Checked again at each delivery, since a name can point elsewhere later.
  */
 export async function urlProblem(text: string, allowPrivate: boolean): Promise<string | undefined> {
   if (text.length > 2048) return 'is over 2048 characters'
+  const characters = textProblem(text, CONTROL_FREE_TEXT)
+  if (characters !== undefined) return characters
   let url: URL
   try {
     url = new URL(text)

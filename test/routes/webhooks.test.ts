@@ -86,6 +86,43 @@ for (const backend of backends) {
       })
     }
 
+    // Stored as sent, these would reach the operator's terminal through `plantstore webhooks list` (ESC starts an
+    // escape sequence, CR LF forges a row) or fail to be stored at all (NUL on PostgreSQL, a lone surrogate).
+    const controlled: Array<[string, string]> = [
+      ['an ESC character', `${PUBLIC_URL}/\u001b[2J`],
+      ['a CR LF pair', `${PUBLIC_URL}\r\nwhk_0000000000000000  forged`],
+      ['a NUL character', `${PUBLIC_URL}?a=\u0000`],
+      ['a tab', `${PUBLIC_URL}\tx`],
+      ['a DEL character', `${PUBLIC_URL}/\u007f`],
+      ['a C1 control character (CSI)', `${PUBLIC_URL}/\u009b31m`],
+      ['a lone surrogate', `${PUBLIC_URL}/\ud800`],
+    ]
+    for (const [what, url] of controlled) {
+      test(`refuses a URL with ${what} with 400 in the Error shape on ${backend.name}, storing nothing`, async () => {
+        const mallory = bearer(await t.token('mallory', { scopes: ['webhooks:manage'] }))
+        const res = await subscribe(mallory, { url })
+        assert.equal(res.statusCode, 400, res.body)
+        assert.deepEqual(res.json(), {
+          error: 40001,
+          message:
+            'body.url: expected text without control characters (U+0000 to U+001F, U+007F to U+009F) or unpaired surrogates',
+        })
+        assert.deepEqual((await list(mallory)).json(), [])
+      })
+    }
+
+    test(`keeps a URL with non-ASCII text and a character beyond U+FFFF exactly as sent on ${backend.name}`, async () => {
+      const url = `${PUBLIC_URL}/plänts/\u{1f331}?name=Monstera\u00a0deliciosa`
+      const trent = bearer(await t.token('trent', { scopes: ['webhooks:manage'] }))
+      const res = await subscribe(trent, { url })
+      assert.equal(res.statusCode, 201, res.body)
+      assert.equal(res.json().url, url)
+      assert.deepEqual(
+        (await list(trent)).json().map((subscription: { url: string }) => subscription.url),
+        [url],
+      )
+    })
+
     test('refuses a malformed subscription id with 400', async () => {
       const res = await t.app.inject({ method: 'DELETE', url: '/webhooks/whk_nope', headers: alice })
       assert.equal(res.statusCode, 400)

@@ -49,6 +49,24 @@ describe('webhook URL policy', () => {
     assert.match((await urlProblem(`https://203.0.113.10/${'x'.repeat(2048)}`, false))!, /2048/)
   })
 
+  test('refuses a URL with a control character, NUL or a lone surrogate, with the rule of the URL schema', async () => {
+    for (const url of [
+      'https://8.8.8.8/\u0000',
+      'https://8.8.8.8/\u001b[2J',
+      'https://8.8.8.8/\r\nforged',
+      'https://8.8.8.8/\u007f',
+      'https://8.8.8.8/\u0085',
+      'https://8.8.8.8/\udc00',
+    ]) {
+      assert.equal(
+        await urlProblem(url, true),
+        'expected text without control characters (U+0000 to U+001F, U+007F to U+009F) or unpaired surrogates',
+        JSON.stringify(url),
+      )
+    }
+    assert.equal(await urlProblem('https://8.8.8.8/\u{1f331}', true), undefined)
+  })
+
   test('refuses private, loopback and link-local hosts, by address or by name, unless allowed', async () => {
     for (const url of [
       'http://127.0.0.1:9/x',

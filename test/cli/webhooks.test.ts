@@ -1,0 +1,41 @@
+import assert from 'node:assert/strict'
+import { after, describe, test } from 'node:test'
+import { cleanup, runCli, tempDatabase, type CliResult } from '../helpers/server-process.js'
+
+after(cleanup)
+
+const PUBLIC_URL = 'https://8.8.8.8/hooks/plants'
+
+/** Exit status 1, nothing on stdout, and exactly `line` on stderr. */
+function assertRefused(result: CliResult, line: string): void {
+  assert.equal(result.code, 1, `exit code; stderr: ${result.stderr}`)
+  assert.equal(result.stdout, '')
+  assert.equal(result.stderr, `${line}\n`)
+}
+
+describe('plantstore webhooks add, URLs with control characters', { concurrency: true }, () => {
+  const database = tempDatabase()
+  const add = (url: string) =>
+    runCli(['webhooks', 'add', '--account', 'acme', '--url', url, '--database', database], {
+      PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true',
+    })
+
+  // A command line cannot carry NUL, and a lone surrogate reaches it as U+FFFD: the shared check refuses those
+  // too (test/webhooks/url-policy.test.ts).
+  for (const [what, url] of [
+    ['an ESC character', `${PUBLIC_URL}/\u001b[2J`],
+    ['a CR LF pair', `${PUBLIC_URL}\r\nwhk_0000000000000000  forged`],
+    ['a DEL character', `${PUBLIC_URL}/\u007f`],
+    ['a C1 control character (CSI)', `${PUBLIC_URL}/\u009b31m`],
+  ] as const) {
+    test(`refuses a URL with ${what}, with the rule the HTTP API applies, storing nothing`, async () => {
+      assertRefused(
+        await add(url),
+        'plantstore: --url: expected text without control characters (U+0000 to U+001F, U+007F to U+009F) or unpaired surrogates',
+      )
+      const listed = await runCli(['webhooks', 'list', '--database', database])
+      assert.equal(listed.code, 0, listed.stderr)
+      assert.doesNotMatch(listed.stdout, /whk_/)
+    })
+  }
+})
