@@ -10,7 +10,8 @@ export const WEBHOOKS_HELP = `Usage:
                           [--database URL]
       Subscribes URL to the account's events (both types when no --event is given). Prints the signing
       secret alone on the first line of stdout (details go to stderr); it is shown only this once.
-      Private, loopback and link-local addresses are refused unless PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true.
+      Addresses that are not public (private, loopback, link-local, documentation, reserved) are refused
+      unless PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true.
   plantstore webhooks list [--account NAME] [--database URL]
       Lists subscriptions (never their secrets).
   plantstore webhooks remove SUBSCRIPTION_ID [--database URL]

@@ -11,7 +11,8 @@ const id = Type.String({ pattern: '^whk_[0-9a-f]{16}$', description: 'Subscripti
 const urlOptions = {
   minLength: 1,
   maxLength: 2048,
-  description: 'http(s) URL the events are POSTed to; private, loopback and link-local addresses are refused',
+  description:
+    'http(s) URL the events are POSTed to; addresses that are not public (private, loopback, link-local, documentation, reserved) are refused',
 }
 const url = Type.String(urlOptions)
 // Operators read URLs in a terminal (plantstore webhooks list), so a new one may carry no control character. Only

@@ -39,3 +39,15 @@ describe('plantstore webhooks add, URLs with control characters', { concurrency:
     })
   }
 })
+
+describe('plantstore webhooks add, documentation addresses', { concurrency: true }, () => {
+  const database = tempDatabase()
+  for (const url of ['https://203.0.113.10/hook', 'https://[2001:db8::1]/hook']) {
+    test(`refuses ${url} without PLANTSTORE_WEBHOOK_ALLOW_PRIVATE, naming --url`, async () => {
+      const result = await runCli(['webhooks', 'add', '--account', 'acme', '--url', url, '--database', database])
+      assert.equal(result.code, 1, result.stderr)
+      assert.equal(result.stdout, '')
+      assert.match(result.stderr, /^plantstore: --url: .*\n$/)
+    })
+  }
+})

@@ -3,7 +3,8 @@ import { after, before, describe, test } from 'node:test'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
 
-const PUBLIC_URL = 'https://203.0.113.10/hooks/plants'
+// A public address, never connected to: no dispatcher runs in these tests.
+const PUBLIC_URL = 'https://8.8.8.8/hooks/plants'
 
 for (const backend of backends) {
   describe(`webhook subscriptions over HTTP (${backend.name})`, () => {
@@ -68,8 +69,13 @@ for (const backend of backends) {
       ['a private address', { url: 'http://127.0.0.1:8080/hook' }, /body.url: .*private, loopback or link-local/],
       ['a link-local address (cloud metadata)', { url: 'http://169.254.169.254/latest' }, /link-local/],
       ['localhost by name', { url: 'http://localhost/hook' }, /private, loopback or link-local/],
-      ['another scheme', { url: 'ftp://203.0.113.10/x' }, /http or https/],
-      ['credentials in the URL', { url: 'https://u:p@203.0.113.10/x' }, /credentials/],
+      ['a documentation address (192.0.2.0/24)', { url: 'https://192.0.2.1/hook' }, /^body\.url: /],
+      ['a documentation address (198.51.100.0/24)', { url: 'https://198.51.100.7/hook' }, /^body\.url: /],
+      ['a documentation address (203.0.113.0/24)', { url: 'https://203.0.113.10/hook' }, /^body\.url: /],
+      ['an IPv6 documentation address (2001:db8::/32)', { url: 'https://[2001:db8::1]/hook' }, /^body\.url: /],
+      ['an IPv6 documentation address (3fff::/20)', { url: 'https://[3fff::1]/hook' }, /^body\.url: /],
+      ['another scheme', { url: 'ftp://8.8.8.8/x' }, /http or https/],
+      ['credentials in the URL', { url: 'https://u:p@8.8.8.8/x' }, /credentials/],
       ['text that is not a URL', { url: 'hook' }, /not a URL/],
       ['an unknown event type', { url: PUBLIC_URL, events: ['plant.updated'] }, /events/],
       ['an empty event list', { url: PUBLIC_URL, events: [] }, /events/],
