@@ -37,7 +37,8 @@ async function add(args: string[]): Promise<void> {
     throw new ConfigError(`--event: unknown event type "${unknown}"; expected ${EVENT_TYPES.join(' or ')}`)
   }
   const allowPrivate = loadConfig(process.env).PLANTSTORE_WEBHOOK_ALLOW_PRIVATE
-  const problem = values.url === undefined ? 'is required' : await urlProblem(values.url, allowPrivate)
+  // The operator's own tool: the detail (which address, or no such host), not what a tenant is told.
+  const problem = values.url === undefined ? 'is required' : (await urlProblem(values.url, allowPrivate))?.detail
   if (problem !== undefined) throw new ConfigError(`--url: ${problem}`)
   await withStorage(values.database, async (storage) => {
     const { secret, subscription } = await subscribe(storage, {

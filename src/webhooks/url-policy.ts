@@ -59,7 +59,8 @@ function mappedIPv4(address: string): string | undefined {
 /** True when `address` (an IP literal) is one a webhook may not reach without PLANTSTORE_WEBHOOK_ALLOW_PRIVATE. */
 export function isPrivateAddress(address: string): boolean {
   const mapped = mappedIPv4(address)
-  if (mapped !== undefined) return PRIVATE_IPV4.check(mapped, 'ipv4')
+  // A BlockList answers false for text that is no address at all: anything unparseable counts as private.
+  if (mapped !== undefined) return isIP(mapped) !== 4 || PRIVATE_IPV4.check(mapped, 'ipv4')
   const family = isIP(address)
   if (family === 4) return PRIVATE_IPV4.check(address, 'ipv4')
   return family === 0 || PRIVATE_IPV6.check(address, 'ipv6')
@@ -76,18 +77,25 @@ const LOOKUP_TIMEOUT_MS = 5000
 /** Every address `host` resolves to, or a rejection after LOOKUP_TIMEOUT_MS. */
 async function resolve(host: string): Promise<string[]> {
   const timeout = new Promise<never>((_, reject) => {
-    setTimeout(() => reject(new Error('DNS lookup timed out')), LOOKUP_TIMEOUT_MS).unref()
+    setTimeout(() => reject(new Error('timed out')), LOOKUP_TIMEOUT_MS).unref()
   })
   const entries = await Promise.race([lookup(host, { all: true }), timeout])
   return entries.map((entry) => entry.address)
 }
 
-/**
- * Why `text` may not be a webhook URL, or undefined when it may: http(s) only, no credentials, at most 2048
- * characters, no control character (the rule of the API's schema, for the CLI), and (unless `allowPrivate`) a host
- * whose every address is public. Checked again at each delivery, since a name can point elsewhere later.
- */
-export async function urlProblem(text: string, allowPrivate: boolean): Promise<string | undefined> {
+/** Why a URL is refused: `message` for whoever sent it, `detail` for the operator (the server log, the CLI). */
+export interface UrlProblem {
+  message: string
+  detail: string
+}
+
+// What the sender of a URL is told of any host that is not public, whatever the reason: were a name that does not
+// resolve told apart from one that resolves to a private address (or that address shown), a tenant could map the
+// operator's internal names through POST /webhooks.
+const NOT_PUBLIC = 'must name a host that resolves to public addresses only'
+
+/** The URL `text` names, or why it may not be a webhook URL (nothing the sender does not know already). */
+function parse(text: string): URL | string {
   if (text.length > 2048) return 'is over 2048 characters'
   const characters = textProblem(text, CONTROL_FREE_TEXT)
   if (characters !== undefined) return characters
@@ -99,14 +107,33 @@ export async function urlProblem(text: string, allowPrivate: boolean): Promise<s
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be http or https'
   if (url.username !== '' || url.password !== '') return 'must not carry credentials'
-  if (allowPrivate) return undefined
-  const host = hostOf(url)
+  return url
+}
+
+/** Why `host` is not public, for the operator's eyes only, or undefined when every address it resolves to is. */
+async function hostProblem(host: string): Promise<string | undefined> {
+  if (isIP(host) !== 0) return isPrivateAddress(host) ? `host ${host} is not a public address` : undefined
   let addresses: string[]
   try {
-    addresses = isIP(host) !== 0 ? [host] : await resolve(host)
-  } catch {
-    return `host ${host} does not resolve`
+    addresses = await resolve(host)
+  } catch (err) {
+    return `host ${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`
   }
   const blocked = addresses.find(isPrivateAddress)
-  return blocked === undefined ? undefined : `resolves to ${blocked}, a private, loopback or link-local address`
+  return blocked === undefined ? undefined : `host ${host} resolves to ${blocked}, which is not a public address`
+}
+
+/**
+ * Why `text` may not be a webhook URL, or undefined when it may: http(s) only, no credentials, at most 2048
+ * characters, no control character (the rule of the API's schema, for the CLI), and (unless `allowPrivate`) a host
+ * whose every address is public. The sender is told the same of every host that is not public; the detail says
+ * which address, or that there is none. Delivery checks the address again (send.ts), since a name can point
+ * elsewhere later.
+ */
+export async function urlProblem(text: string, allowPrivate: boolean): Promise<UrlProblem | undefined> {
+  const url = parse(text)
+  if (typeof url === 'string') return { message: url, detail: url }
+  if (allowPrivate) return undefined
+  const detail = await hostProblem(hostOf(url))
+  return detail === undefined ? undefined : { message: NOT_PUBLIC, detail }
 }

@@ -40,14 +40,27 @@ describe('plantstore webhooks add, URLs with control characters', { concurrency:
   }
 })
 
-describe('plantstore webhooks add, documentation addresses', { concurrency: true }, () => {
+describe('plantstore webhooks add, hosts that are not public', { concurrency: true }, () => {
   const database = tempDatabase()
-  for (const url of ['https://203.0.113.10/hook', 'https://[2001:db8::1]/hook']) {
-    test(`refuses ${url} without PLANTSTORE_WEBHOOK_ALLOW_PRIVATE, naming --url`, async () => {
-      const result = await runCli(['webhooks', 'add', '--account', 'acme', '--url', url, '--database', database])
-      assert.equal(result.code, 1, result.stderr)
-      assert.equal(result.stdout, '')
-      assert.match(result.stderr, /^plantstore: --url: .*\n$/)
+  const add = (url: string) => runCli(['webhooks', 'add', '--account', 'acme', '--url', url, '--database', database])
+
+  // The operator's own tool: unlike a tenant over HTTP, it is told which address and why.
+  for (const [url, line] of [
+    ['https://203.0.113.10/hook', 'plantstore: --url: host 203.0.113.10 is not a public address'],
+    ['https://[2001:db8::1]/hook', 'plantstore: --url: host 2001:db8::1 is not a public address'],
+    [
+      'https://localhost/hook',
+      'plantstore: --url: host localhost resolves to 127.0.0.1, which is not a public address',
+    ],
+  ] as const) {
+    test(`refuses ${url} without PLANTSTORE_WEBHOOK_ALLOW_PRIVATE, saying why`, async () => {
+      assertRefused(await add(url), line)
     })
   }
+
+  test('refuses a host that does not resolve, saying so', async () => {
+    const result = await add('https://nothing.invalid/hook')
+    assert.equal(result.code, 1, result.stderr)
+    assert.match(result.stderr, /^plantstore: --url: host nothing\.invalid does not resolve \(\w+\)\n$/)
+  })
 })

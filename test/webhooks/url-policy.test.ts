@@ -6,6 +6,9 @@ import { isPrivateAddress, urlProblem } from '../../src/webhooks/url-policy.js'
 // Addresses no webhook may reach though the ranges above them were not refused before: documentation (RFC 5737,
 // RFC 3849, RFC 9637), the deprecated 6to4 relay anycast, and in IPv6 the IETF protocol assignments (Teredo,
 // benchmarking), discard-only, the dummy prefix, SRv6 SIDs and anything outside global unicast 2000::/3.
+// What the sender of a URL is told of any host that is not public, whatever the reason.
+const NOT_PUBLIC = 'must name a host that resolves to public addresses only'
+
 const NOT_GLOBAL = [
   '192.0.2.1',
   '198.51.100.7',
@@ -54,6 +57,7 @@ describe('webhook URL policy', () => {
       '2002:7f00:1::1',
       'fec0::1',
       'not-an-address',
+      '::ffff:999.1.1.1',
     ]) {
       assert.equal(isPrivateAddress(address), true, address)
     }
@@ -93,14 +97,20 @@ describe('webhook URL policy', () => {
     assert.equal(await urlProblem('http://[2001:4860:4860::8888]:8080/x', false), undefined)
   })
 
-  test('refuses other schemes, credentials, non-URLs and URLs over 2048 characters', async () => {
-    assert.match((await urlProblem('ftp://8.8.8.8/x', false))!, /http or https/)
-    assert.match((await urlProblem('https://user:pw@8.8.8.8/x', false))!, /credentials/)
-    assert.match((await urlProblem('not a url', false))!, /not a URL/)
-    assert.match((await urlProblem(`https://8.8.8.8/${'x'.repeat(2048)}`, false))!, /2048/)
+  test('refuses other schemes, credentials, non-URLs and URLs over 2048 characters, saying why to the sender', async () => {
+    for (const [url, reason] of [
+      ['ftp://8.8.8.8/x', 'must be http or https'],
+      ['https://user:pw@8.8.8.8/x', 'must not carry credentials'],
+      ['not a url', 'is not a URL'],
+      [`https://8.8.8.8/${'x'.repeat(2048)}`, 'is over 2048 characters'],
+    ] as const) {
+      assert.deepEqual(await urlProblem(url, false), { message: reason, detail: reason }, url)
+    }
   })
 
   test('refuses a URL with a control character, NUL or a lone surrogate, with the rule of the URL schema', async () => {
+    const reason =
+      'expected text without control characters (U+0000 to U+001F, U+007F to U+009F) or unpaired surrogates'
     for (const url of [
       'https://8.8.8.8/\u0000',
       'https://8.8.8.8/\u001b[2J',
@@ -109,25 +119,32 @@ describe('webhook URL policy', () => {
       'https://8.8.8.8/\u0085',
       'https://8.8.8.8/\udc00',
     ]) {
-      assert.equal(
-        await urlProblem(url, true),
-        'expected text without control characters (U+0000 to U+001F, U+007F to U+009F) or unpaired surrogates',
-        JSON.stringify(url),
-      )
+      assert.deepEqual(await urlProblem(url, true), { message: reason, detail: reason }, JSON.stringify(url))
     }
     assert.equal(await urlProblem('https://8.8.8.8/\u{1f331}', true), undefined)
   })
 
   test('refuses private, loopback and link-local hosts, by address or by name, unless allowed', async () => {
-    for (const url of [
-      'http://127.0.0.1:9/x',
-      'http://[::1]/x',
-      'http://169.254.169.254/latest',
-      'http://localhost/x',
-    ]) {
-      assert.match((await urlProblem(url, false))!, /private, loopback or link-local/, url)
+    for (const [url, detail] of [
+      ['http://127.0.0.1:9/x', 'host 127.0.0.1 is not a public address'],
+      ['http://[::1]/x', 'host ::1 is not a public address'],
+      ['http://169.254.169.254/latest', 'host 169.254.169.254 is not a public address'],
+      ['http://localhost/x', 'host localhost resolves to 127.0.0.1, which is not a public address'],
+    ] as const) {
+      assert.deepEqual(await urlProblem(url, false), { message: NOT_PUBLIC, detail }, url)
       assert.equal(await urlProblem(url, true), undefined, url)
     }
+  })
+
+  test('tells the sender the same for a name that does not resolve and one that resolves to loopback; the detail tells which', async () => {
+    // RFC 6761: .invalid never resolves, and localhost resolves to loopback, from /etc/hosts: no test depends on
+    // a DNS server's answer.
+    const unresolvable = await urlProblem('https://nothing.invalid/hook', false)
+    const loopback = await urlProblem('https://localhost/hook', false)
+    assert.equal(unresolvable?.message, NOT_PUBLIC)
+    assert.equal(loopback?.message, NOT_PUBLIC)
+    assert.match(unresolvable!.detail, /^host nothing\.invalid does not resolve \(/)
+    assert.equal(loopback!.detail, 'host localhost resolves to 127.0.0.1, which is not a public address')
   })
 })
 
