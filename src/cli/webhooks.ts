@@ -3,7 +3,7 @@ import { ConfigError, loadConfig } from '../config.js'
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
-import { accountName, printTable, withStorage } from './common.js'
+import { accountName, printNote, printTable, withStorage } from './common.js'
 
 export const WEBHOOKS_HELP = `Usage:
   plantstore webhooks add --account NAME --url URL [--event plant.created] [--event plant.deleted]
@@ -47,10 +47,10 @@ async function add(args: string[]): Promise<void> {
       eventTypes: events,
     })
     process.stdout.write(secret + '\n')
-    process.stderr.write(
-      `Created ${subscription.id} for account ${account}: ${subscription.eventTypes.join(' ')} to ${subscription.url}.\n`,
+    printNote(
+      `Created ${subscription.id} for account ${account}: ${subscription.eventTypes.join(' ')} to ${subscription.url}.`,
     )
-    process.stderr.write('The signing secret is shown only this once.\n')
+    printNote('The signing secret is shown only this once.')
   })
 }
 
@@ -76,7 +76,7 @@ async function remove(args: string[]): Promise<void> {
   }
   await withStorage(values.database, async (storage) => {
     if (!(await storage.deleteSubscription(id))) throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
-    process.stderr.write(`Removed ${id}.\n`)
+    printNote(`Removed ${id}.`)
   })
 }
 

@@ -64,3 +64,19 @@ describe('plantstore webhooks add, hosts that are not public', { concurrency: tr
     assert.match(result.stderr, /^plantstore: --url: host nothing\.invalid does not resolve \(\w+\)\n$/)
   })
 })
+
+describe('plantstore webhooks add, what it prints', () => {
+  test('prints a bidi override in a URL escaped, on the Created line and in the list', async () => {
+    const database = tempDatabase()
+    // Allowed in a URL (no control character), yet it would reverse the rest of the line on a terminal.
+    const url = `${PUBLIC_URL}/\u202egnp.exe`
+    const added = await runCli(['webhooks', 'add', '--account', 'acme', '--url', url, '--database', database])
+    assert.equal(added.code, 0, added.stderr)
+    assert.match(
+      added.stderr,
+      /^Created whk_[0-9a-f]{16} for account acme: plant\.created plant\.deleted to https:\/\/8\.8\.8\.8\/hooks\/plants\/\\u202egnp\.exe\.\n/,
+    )
+    const listed = await runCli(['webhooks', 'list', '--database', database])
+    assert.match(listed.stdout, /\/hooks\/plants\/\\u202egnp\.exe\n$/)
+  })
+})
