@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from '../config.js'
 import { openConfiguredStorage } from '../server.js'
 import type { Storage } from '../storage/index.js'
+import { visible } from './visible.js'
 
 const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
@@ -23,10 +24,11 @@ export async function withStorage(
   await fn(storage).finally(() => storage.close())
 }
 
-/** Prints `rows` under `header` in aligned columns on stdout. */
+/** Prints `rows` under `header` in aligned columns on stdout, every cell escaped (see visible). */
 export function printTable(header: string[], rows: string[][]): void {
-  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)))
-  for (const row of [header, ...rows]) {
+  const cells = [header, ...rows].map((row) => row.map(visible))
+  const widths = header.map((_, i) => Math.max(...cells.map((row) => row[i]!.length)))
+  for (const row of cells) {
     process.stdout.write(
       row
         .map((cell, i) => cell.padEnd(widths[i]!))
@@ -34,4 +36,9 @@ export function printTable(header: string[], rows: string[][]): void {
         .trimEnd() + '\n',
     )
   }
+}
+
+/** Prints one line on stderr, escaped (see visible): the lines that tell an operator what was done. */
+export function printNote(text: string): void {
+  process.stderr.write(visible(text) + '\n')
 }

@@ -3,6 +3,7 @@ import { VERSION } from '../version.js'
 import { MIGRATE_HELP, migrateCommand } from './migrate.js'
 import { SERVE_HELP, serveCommand } from './serve.js'
 import { TOKENS_HELP, tokensCommand } from './tokens.js'
+import { visible } from './visible.js'
 import { WEBHOOKS_HELP, webhooksCommand } from './webhooks.js'
 
 const HELP = `plantstore ${VERSION}: the Plant Store API service
@@ -38,9 +39,11 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
-  // Configuration and usage problems get one clear line; anything else is a bug worth its stack.
+  // Configuration and usage problems get one clear line; anything else is a bug worth its stack. Either may quote
+  // a command-line argument or stored text, so each line is escaped (a message's own LF included).
   const known = err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
-  process.stderr.write(`plantstore: ${known ? (err as Error).message : String((err as Error).stack ?? err)}\n`)
+  const lines = known ? [(err as Error).message] : String((err as Error).stack ?? err).split('\n')
+  process.stderr.write(`plantstore: ${lines.map(visible).join('\n')}\n`)
   process.exitCode = 1
   // A cluster worker's IPC channel would keep it alive; let it go so the process can exit.
   if (process.connected) process.disconnect()

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util'
 import { issueToken } from '../auth/issue-token.js'
 import { DEFAULT_SCOPES, parseDuration, SCOPES, type Scope } from '../auth/tokens.js'
 import { ConfigError } from '../config.js'
-import { accountName, printTable, withStorage } from './common.js'
+import { accountName, printNote, printTable, withStorage } from './common.js'
 import type { TokenRecord } from '../storage/types.js'
 
 export const TOKENS_HELP = `Usage:
@@ -52,10 +52,8 @@ async function create(args: string[]): Promise<void> {
     })
     process.stdout.write(secret + '\n')
     const expiry = token.expiresAt === null ? 'never expires' : `expires ${token.expiresAt.toISOString()}`
-    process.stderr.write(
-      `Created ${token.id} for account ${token.accountName}, scopes ${token.scopes.join(' ')}, ${expiry}.\n`,
-    )
-    process.stderr.write('The token is shown only this once.\n')
+    printNote(`Created ${token.id} for account ${token.accountName}, scopes ${token.scopes.join(' ')}, ${expiry}.`)
+    printNote('The token is shown only this once.')
   })
 }
 
@@ -84,7 +82,7 @@ async function revoke(args: string[]): Promise<void> {
     throw new ConfigError('TOKEN_ID: give exactly one token id (see tokens list)')
   await withStorage(values.database, async (storage) => {
     if (!(await storage.revokeToken(id))) throw new ConfigError(`TOKEN_ID: no active token with id ${id}`)
-    process.stderr.write(`Revoked ${id}.\n`)
+    printNote(`Revoked ${id}.`)
   })
 }
 

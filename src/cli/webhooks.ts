@@ -3,14 +3,15 @@ import { ConfigError, loadConfig } from '../config.js'
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
-import { accountName, printTable, withStorage } from './common.js'
+import { accountName, printNote, printTable, withStorage } from './common.js'
 
 export const WEBHOOKS_HELP = `Usage:
   plantstore webhooks add --account NAME --url URL [--event plant.created] [--event plant.deleted]
                           [--database URL]
       Subscribes URL to the account's events (both types when no --event is given). Prints the signing
       secret alone on the first line of stdout (details go to stderr); it is shown only this once.
-      Private, loopback and link-local addresses are refused unless PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true.
+      Addresses that are not public (private, loopback, link-local, documentation, reserved) are refused
+      unless PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true.
   plantstore webhooks list [--account NAME] [--database URL]
       Lists subscriptions (never their secrets).
   plantstore webhooks remove SUBSCRIPTION_ID [--database URL]
@@ -36,7 +37,8 @@ async function add(args: string[]): Promise<void> {
     throw new ConfigError(`--event: unknown event type "${unknown}"; expected ${EVENT_TYPES.join(' or ')}`)
   }
   const allowPrivate = loadConfig(process.env).PLANTSTORE_WEBHOOK_ALLOW_PRIVATE
-  const problem = values.url === undefined ? 'is required' : await urlProblem(values.url, allowPrivate)
+  // The operator's own tool: the detail (which address, or no such host), not what a tenant is told.
+  const problem = values.url === undefined ? 'is required' : (await urlProblem(values.url, allowPrivate))?.detail
   if (problem !== undefined) throw new ConfigError(`--url: ${problem}`)
   await withStorage(values.database, async (storage) => {
     const { secret, subscription } = await subscribe(storage, {
@@ -45,10 +47,10 @@ async function add(args: string[]): Promise<void> {
       eventTypes: events,
     })
     process.stdout.write(secret + '\n')
-    process.stderr.write(
-      `Created ${subscription.id} for account ${account}: ${subscription.eventTypes.join(' ')} to ${subscription.url}.\n`,
+    printNote(
+      `Created ${subscription.id} for account ${account}: ${subscription.eventTypes.join(' ')} to ${subscription.url}.`,
     )
-    process.stderr.write('The signing secret is shown only this once.\n')
+    printNote('The signing secret is shown only this once.')
   })
 }
 
@@ -74,7 +76,7 @@ async function remove(args: string[]): Promise<void> {
   }
   await withStorage(values.database, async (storage) => {
     if (!(await storage.deleteSubscription(id))) throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
-    process.stderr.write(`Removed ${id}.\n`)
+    printNote(`Removed ${id}.`)
   })
 }
 

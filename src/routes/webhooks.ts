@@ -51,7 +51,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
     async (request, reply) => {
       const { url, events } = request.body
       const problem = await urlProblem(url, allowPrivate)
-      if (problem !== undefined) throw new ApiError('validation', `body.url: ${problem}`)
+      if (problem !== undefined) {
+        // The tenant gets the public message; which host and why is for the operator (never the URL's query).
+        request.log.info({ reason: problem.detail }, 'webhook URL refused')
+        throw new ApiError('validation', `body.url: ${problem.message}`)
+      }
       const { secret, subscription } = await subscribe(storage, {
         accountName: callerOf(request).accountName,
         url,

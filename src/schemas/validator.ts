@@ -5,14 +5,15 @@ import { SetErrorFunction, DefaultErrorFunction, ValueErrorType } from '@sinclai
 import type { FastifySchemaCompiler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { INT64_MAX, INT64_MIN, parseInt64 } from './int64.js'
-import { TEXT_PATTERN, TEXT_RULE } from './text.js'
+import { expected, TEXT_RULES } from './text.js'
 
 SetErrorFunction((error) => {
   if (error.errorType === ValueErrorType.Kind && error.schema[Kind] === 'Int64') {
     return `expected an integer from ${INT64_MIN} to ${INT64_MAX}`
   }
-  if (error.errorType === ValueErrorType.StringPattern && error.schema.pattern === TEXT_PATTERN) {
-    return `expected ${TEXT_RULE}`
+  if (error.errorType === ValueErrorType.StringPattern) {
+    const rule = TEXT_RULES.find((candidate) => candidate.pattern === error.schema.pattern)
+    if (rule !== undefined) return expected(rule)
   }
   return DefaultErrorFunction(error).replace(/^Expected/, 'expected')
 })

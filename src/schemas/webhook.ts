@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { EVENT_TYPES } from '../webhooks/events.js'
+import { CONTROL_FREE_TEXT, Text } from './text.js'
 
 const events = Type.Array(Type.Union(EVENT_TYPES.map((type) => Type.Literal(type))), {
   minItems: 1,
@@ -7,15 +8,23 @@ const events = Type.Array(Type.Union(EVENT_TYPES.map((type) => Type.Literal(type
   description: 'Event types to receive: plant.created (body: the NewPlant) and plant.deleted (body: {id})',
 })
 const id = Type.String({ pattern: '^whk_[0-9a-f]{16}$', description: 'Subscription id' })
-const url = Type.String({
+const urlOptions = {
   minLength: 1,
   maxLength: 2048,
-  description: 'http(s) URL the events are POSTed to; private, loopback and link-local addresses are refused',
-})
+  description:
+    'http(s) URL the events are POSTed to; addresses that are not public (private, loopback, link-local, documentation, reserved) are refused',
+}
+const url = Type.String(urlOptions)
+// Operators read URLs in a terminal (plantstore webhooks list), so a new one may carry no control character. Only
+// what is sent is checked, not what is answered: rows stored before this rule may still hold one.
+const newUrl = Text(
+  { ...urlOptions, description: `${urlOptions.description}; no control characters` },
+  CONTROL_FREE_TEXT,
+)
 
 /** What a client sends to subscribe. */
 export const NewSubscriptionBody = Type.Object(
-  { url, events: Type.Optional({ ...events, description: `${events.description}; both when absent` }) },
+  { url: newUrl, events: Type.Optional({ ...events, description: `${events.description}; both when absent` }) },
   { title: 'NewWebhookSubscription', additionalProperties: false },
 )
 export type NewSubscriptionBody = Static<typeof NewSubscriptionBody>
