@@ -3,6 +3,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { RATE_PATTERN } from './limits/rate.js'
 import { redactUrl } from './redact.js'
+import type { StorageLimits } from './storage/types.js'
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
 
@@ -74,6 +75,13 @@ export const ConfigSchema = Type.Object({
   PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: Type.Boolean({ default: false }),
   PLANTSTORE_WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
   PLANTSTORE_WEBHOOK_RETRY_BASE_MS: milliseconds(5_000),
+  PLANTSTORE_WEBHOOK_GIVE_UP_HOURS: Type.Integer({ minimum: 1, maximum: 720, default: 24 }),
+  PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 168 }),
+  PLANTSTORE_WEBHOOK_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1024, default: 16 }),
+  PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1024, default: 4 }),
+  PLANTSTORE_WEBHOOK_MAX_QUEUED: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 10_000 }),
+  PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: Type.Integer({ minimum: 1, maximum: 10_000, default: 10 }),
+  PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: Type.Integer({ minimum: 0, maximum: 999_999_999, default: 1_000_000 }),
 })
 export type Config = Static<typeof ConfigSchema>
 
@@ -103,6 +111,22 @@ const HINTS: Record<string, string> = {
   PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true or false',
   PLANTSTORE_WEBHOOK_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
   PLANTSTORE_WEBHOOK_RETRY_BASE_MS: 'an integer from 100 to 3600000 (milliseconds)',
+  PLANTSTORE_WEBHOOK_GIVE_UP_HOURS: 'an integer from 1 to 720 (hours)',
+  PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS: 'an integer from 1 to 8760 (hours)',
+  PLANTSTORE_WEBHOOK_CONCURRENCY: 'an integer from 1 to 1024 (attempts in flight per process)',
+  PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: 'an integer from 1 to 1024 (attempts in flight per account)',
+  PLANTSTORE_WEBHOOK_MAX_QUEUED: 'an integer from 1 to 10000000 (deliveries queued per subscription)',
+  PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: 'an integer from 1 to 10000 (webhook subscriptions per account)',
+  PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: 'an integer from 0 to 999999999 (plants per account; 0 for no limit)',
+}
+
+/** The per-account quotas the storage enforces, from the configuration. */
+export function storageLimits(config: Config): StorageLimits {
+  return {
+    plantsPerAccount: config.PLANTSTORE_MAX_PLANTS_PER_ACCOUNT,
+    subscriptionsPerAccount: config.PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT,
+    queuedPerSubscription: config.PLANTSTORE_WEBHOOK_MAX_QUEUED,
+  }
 }
 
 const SECRET_KEYS = new Set(['PLANTSTORE_BOOTSTRAP_TOKEN', 'PLANTSTORE_METRICS_TOKEN'])

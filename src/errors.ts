@@ -36,6 +36,11 @@ export const ErrorCatalogue = {
     status: 409,
     summary: 'A plant with that id exists with a different name or tag',
   },
+  quotaExceeded: {
+    error: 40902,
+    status: 409,
+    summary: 'The account holds its quota of this resource (plants or webhook subscriptions); remove some first',
+  },
   bodyTooLarge: { error: 41301, status: 413, summary: 'The request body is over the size limit' },
   unsupportedMediaType: {
     error: 41501,

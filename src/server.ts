@@ -3,14 +3,13 @@ import { buildApp } from './app.js'
 import { parseRate } from './limits/rate.js'
 import { connectRedis } from './limits/redis.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
-import { ConfigError, trustProxy, type Config } from './config.js'
+import { ConfigError, storageLimits, trustProxy, type Config } from './config.js'
 import { redactUrl } from './redact.js'
 import { StorageUnavailableError } from './errors.js'
 import { MigrationsPendingError, openStorage } from './storage/index.js'
 import type { Storage } from './storage/types.js'
 
-// A delivery still failing a day after its event is given up (marked failed).
-const WEBHOOK_GIVE_UP_AFTER_MS = 24 * 3_600_000
+const HOUR_MS = 3_600_000
 
 /** Why opening storage failed, as one line naming the key to look at. */
 function openError(err: unknown, config: Pick<Config, 'DATABASE_URL'>): ConfigError {
@@ -24,11 +23,12 @@ function openError(err: unknown, config: Pick<Config, 'DATABASE_URL'>): ConfigEr
 
 /** Opens the configured storage, migrating unless told not to, or fails with one line naming the key. */
 export async function openConfiguredStorage(
-  config: Pick<Config, 'DATABASE_URL' | 'DATABASE_POOL_SIZE' | 'DATABASE_MIGRATE_ON_START'>,
+  config: Config,
   migrate = config.DATABASE_MIGRATE_ON_START,
 ): Promise<Storage> {
   try {
-    return await openStorage(config.DATABASE_URL, { migrate, poolSize: config.DATABASE_POOL_SIZE })
+    const limits = storageLimits(config)
+    return await openStorage(config.DATABASE_URL, { migrate, poolSize: config.DATABASE_POOL_SIZE, limits })
   } catch (err) {
     throw openError(err, config)
   }
@@ -87,7 +87,10 @@ export async function serve(config: Config): Promise<void> {
         ? {
             timeoutMs: config.PLANTSTORE_WEBHOOK_TIMEOUT_MS,
             retryBaseMs: config.PLANTSTORE_WEBHOOK_RETRY_BASE_MS,
-            giveUpAfterMs: WEBHOOK_GIVE_UP_AFTER_MS,
+            giveUpAfterMs: config.PLANTSTORE_WEBHOOK_GIVE_UP_HOURS * HOUR_MS,
+            failedRetentionMs: config.PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS * HOUR_MS,
+            concurrency: config.PLANTSTORE_WEBHOOK_CONCURRENCY,
+            perAccount: config.PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY,
           }
         : undefined,
     },

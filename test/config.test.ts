@@ -27,6 +27,13 @@ describe('configuration', () => {
       PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: false,
       PLANTSTORE_WEBHOOK_TIMEOUT_MS: 10_000,
       PLANTSTORE_WEBHOOK_RETRY_BASE_MS: 5_000,
+      PLANTSTORE_WEBHOOK_GIVE_UP_HOURS: 24,
+      PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS: 168,
+      PLANTSTORE_WEBHOOK_CONCURRENCY: 16,
+      PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: 4,
+      PLANTSTORE_WEBHOOK_MAX_QUEUED: 10_000,
+      PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: 10,
+      PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: 1_000_000,
     })
     assert.equal(DEFAULT_DATABASE_URL, 'sqlite:./data/plantstore.db')
   })
@@ -51,6 +58,27 @@ describe('configuration', () => {
   })
 
   const bad: Array<[string, Record<string, string>, RegExp]> = [
+    [
+      'no subscriptions allowed at all',
+      { PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: '0' },
+      /^PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: .*1 to 10000/,
+    ],
+    ['a queue cap of 0', { PLANTSTORE_WEBHOOK_MAX_QUEUED: '0' }, /^PLANTSTORE_WEBHOOK_MAX_QUEUED: .*1 to 10000000/],
+    [
+      'a negative plant quota',
+      { PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: '-1' },
+      /^PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: .*0 for no limit/,
+    ],
+    [
+      'no attempt in flight per account',
+      { PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: '0' },
+      /^PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: /,
+    ],
+    [
+      'a give-up period over 30 days',
+      { PLANTSTORE_WEBHOOK_GIVE_UP_HOURS: '721' },
+      /^PLANTSTORE_WEBHOOK_GIVE_UP_HOURS: .*1 to 720/,
+    ],
     ['a port above 65535', { PORT: '99999' }, /^PORT: invalid value "99999"/],
     ['a port that is not a number', { PORT: 'eighty' }, /^PORT: /],
     ['an unknown log level', { LOG_LEVEL: 'loud' }, /^LOG_LEVEL: .*one of fatal/],

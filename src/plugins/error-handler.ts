@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
 import { ApiError, ErrorCatalogue, StorageUnavailableError, type ErrorKind } from '../errors.js'
+import { QuotaExceededError } from '../storage/types.js'
 import { BODY_LIMIT } from './json-body.js'
 
 // Fastify's own client errors, by code, mapped onto the catalogue.
@@ -9,6 +10,12 @@ const FASTIFY_CODES: Record<string, ErrorKind> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: 'malformedJson',
   FST_ERR_CTP_INVALID_JSON_BODY: 'malformedJson',
 }
+
+// How a quota's resource reads in its 409 message, with what to do about it.
+const QUOTA_NAMES = {
+  plants: 'plants; delete some before creating more',
+  subscriptions: 'webhook subscriptions; remove one before adding another',
+} as const
 
 const MESSAGES: Partial<Record<ErrorKind, string>> = {
   unsupportedMediaType: 'Content-Type must be application/json',
@@ -33,6 +40,13 @@ export function registerErrorHandler(app: FastifyInstance): void {
     if (err instanceof ApiError) {
       reply.headers(err.headers)
       return sendError(reply, err.kind, err.message)
+    }
+    if (err instanceof QuotaExceededError) {
+      return sendError(
+        reply,
+        'quotaExceeded',
+        `the account holds its quota of ${err.limit} ${QUOTA_NAMES[err.resource]}`,
+      )
     }
     if (err instanceof StorageUnavailableError) {
       request.log.warn({ err: err.cause }, 'storage unavailable')

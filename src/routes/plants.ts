@@ -39,7 +39,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asyn
       schema: {
         summary: 'Create a plant',
         description:
-          'Creates a new plant in the store. Re-sending an identical plant is a safe retry (200); the same id with a different name or tag is 409.',
+          'Creates a new plant in the store. Re-sending an identical plant is a safe retry (200); the same id with a different name or tag is 409 (40901). An account holding its quota of plants gets 409 (40902) for a new one.',
         security,
         body: NewPlant,
         response: {
@@ -50,6 +50,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asyn
             'validation',
             'malformedJson',
             'conflict',
+            'quotaExceeded',
             'bodyTooLarge',
             'unsupportedMediaType',
             'unsupportedEncoding',

@@ -17,6 +17,11 @@ function shape(subscription: Subscription) {
     url: subscription.url,
     events: subscription.eventTypes,
     createdAt: subscription.createdAt.toISOString(),
+    status: subscription.state,
+    disabledReason: subscription.disabledReason,
+    disabledAt: subscription.disabledAt?.toISOString() ?? null,
+    queued: subscription.queued,
+    failingSince: subscription.failingSince?.toISOString() ?? null,
   }
 }
 
@@ -32,7 +37,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
       schema: {
         summary: 'Subscribe to webhook events',
         description:
-          "Events of the caller's account are POSTed to `url`, signed as Standard Webhooks (see the `webhooks` section). The answer holds the signing secret, shown only this once.",
+          "Events of the caller's account are POSTed to `url`, signed as Standard Webhooks (see the `webhooks` section). The answer holds the signing secret, shown only this once. An account holding its quota of subscriptions (10 by default) gets 409 (40902).",
         security,
         body: NewSubscriptionBody,
         response: {
@@ -40,6 +45,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
           ...errorResponses(
             'validation',
             'malformedJson',
+            'quotaExceeded',
             'bodyTooLarge',
             'unsupportedMediaType',
             'unsupportedEncoding',
@@ -104,6 +110,33 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
         throw new ApiError('subscriptionNotFound', `no webhook subscription with id ${id}`)
       }
       return reply.code(204).send(null)
+    },
+  )
+
+  app.post(
+    '/webhooks/:id/enable',
+    {
+      config: { scope: 'webhooks:manage' },
+      schema: {
+        summary: 'Enable a disabled webhook subscription',
+        description:
+          'Delivery resumes with the events made from now on (those made while it was disabled are not delivered; ' +
+          'its failed deliveries stay failed). Its failure count and give-up clock start over. Enabling an active ' +
+          'subscription changes nothing. 404 when the account has no such subscription.',
+        security,
+        params: SubscriptionParams,
+        response: {
+          200: Type.Ref(SubscriptionShape, { description: 'The subscription, active' }),
+          ...errorResponses('validation', 'subscriptionNotFound', 'unavailable'),
+        },
+      },
+    },
+    async (request) => {
+      const { id } = request.params
+      const subscription = await storage.enableSubscription(id, callerOf(request).accountId)
+      if (subscription === undefined)
+        throw new ApiError('subscriptionNotFound', `no webhook subscription with id ${id}`)
+      return shape(subscription)
     },
   )
 }

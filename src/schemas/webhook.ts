@@ -29,9 +29,28 @@ export const NewSubscriptionBody = Type.Object(
 )
 export type NewSubscriptionBody = Static<typeof NewSubscriptionBody>
 
+const nullableTime = (description: string) =>
+  Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description })
+
+// Where delivery stands: whether it is on, why not, and what waits.
+const health = {
+  status: Type.Union([Type.Literal('active'), Type.Literal('disabled')], {
+    description:
+      'disabled: no events are queued for it nor delivered until it is enabled again (POST /webhooks/{id}/enable)',
+  }),
+  disabledReason: Type.Union([Type.Literal('failing'), Type.Literal('backlog'), Type.Null()], {
+    description:
+      'failing: every attempt failed for the give-up period (24 h by default); backlog: its queue reached the cap ' +
+      '(10,000 deliveries by default). Its queued deliveries were failed then.',
+  }),
+  disabledAt: nullableTime('When it was disabled; null while active'),
+  queued: Type.Integer({ minimum: 0, description: 'Deliveries waiting to be made' }),
+  failingSince: nullableTime('Since when its attempts have failed without a success in between; null otherwise'),
+}
+
 /** A subscription as listed: never its secret. */
 export const SubscriptionShape = Type.Object(
-  { id, url, events, createdAt: Type.String({ format: 'date-time' }) },
+  { id, url, events, createdAt: Type.String({ format: 'date-time' }), ...health },
   { $id: 'WebhookSubscription', title: 'WebhookSubscription', additionalProperties: false },
 )
 export type SubscriptionShape = Static<typeof SubscriptionShape>
@@ -43,6 +62,7 @@ export const CreatedSubscription = Type.Object(
     url,
     events,
     createdAt: Type.String({ format: 'date-time' }),
+    ...health,
     secret: Type.String({
       pattern: '^whsec_[A-Za-z0-9+/=]+$',
       description: 'Standard Webhooks signing secret; shown only in this answer',
@@ -51,5 +71,5 @@ export const CreatedSubscription = Type.Object(
   { title: 'CreatedWebhookSubscription', additionalProperties: false },
 )
 
-/** Path parameters of DELETE /webhooks/{id}. */
+/** Path parameters of DELETE /webhooks/{id} and POST /webhooks/{id}/enable. */
 export const SubscriptionParams = Type.Object({ id }, { additionalProperties: false })

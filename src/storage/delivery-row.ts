@@ -13,6 +13,8 @@ export interface DeliveryRow {
   subscription_id: string
   url: string
   secret: string
+  failures: number
+  failing_since: number | Date | null
 }
 
 /** The claimed delivery a row describes, under `lease`. */
@@ -29,5 +31,7 @@ export function toClaimedDelivery(row: DeliveryRow, lease: string): ClaimedDeliv
     attempts: row.attempts,
     createdAt: new Date(row.created_at),
     firstAttemptAt: new Date(row.first_attempt_at),
+    failures: row.failures,
+    failingSince: row.failing_since === null ? null : new Date(row.failing_since),
   }
 }

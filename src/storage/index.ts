@@ -22,7 +22,7 @@ export async function openStorage(url: string, options: OpenOptions = { migrate:
   const file = sqliteFile(url)
   if (file !== undefined && file !== '') {
     const { SqliteStorage } = await import('./sqlite/index.js')
-    return new SqliteStorage(file, { migrate: options.migrate })
+    return new SqliteStorage(file, { migrate: options.migrate, limits: options.limits })
   }
   if (isPostgresUrl(url)) {
     const { PostgresStorage } = await import('./postgres/index.js')

@@ -39,6 +39,9 @@ export interface NewToken {
   expiresAt: Date | null
 }
 
+/** Why a subscription was disabled: it kept failing for the give-up period, or its queue reached its cap. */
+export type DisabledReason = 'failing' | 'backlog'
+
 /** Where an account's webhook events go. The signing secret is never part of it. */
 export interface Subscription {
   id: string
@@ -47,6 +50,14 @@ export interface Subscription {
   url: string
   eventTypes: EventType[]
   createdAt: Date
+  /** Disabled: no events are queued for it nor attempted until it is enabled again. */
+  state: 'active' | 'disabled'
+  disabledReason: DisabledReason | null
+  disabledAt: Date | null
+  /** Deliveries waiting to be made. */
+  queued: number
+  /** Since when its attempts have failed without a success in between; null while it succeeds. */
+  failingSince: Date | null
 }
 
 /** What it takes to store a subscription; its account is created when new. */
@@ -73,19 +84,83 @@ export interface ClaimedDelivery {
   attempts: number
   /** When the event was written. */
   createdAt: Date
-  /** When it was first claimed (this claim, for a first attempt): retries are counted from there. */
+  /** When it was first claimed (this claim, for a first attempt). */
   firstAttemptAt: Date
+  /** Failed attempts of its subscription since its last success (the backoff grows with them). */
+  failures: number
+  /** Since when its subscription has failed without a success; null when its last attempt succeeded. */
+  failingSince: Date | null
 }
 
-/** How an attempt ended: delivered (the row goes), retry at `nextAttemptAt`, or failed for good. */
-export type DeliveryOutcome =
-  | { state: 'delivered' }
-  | { state: 'retry'; nextAttemptAt: Date; status: number | null; error: string }
-  | { state: 'failed'; status: number | null; error: string }
+/** What one attempt met: when it started, how long it took, the receiver's status and, unless 2xx, why it failed. */
+export interface AttemptReport {
+  startedAt: Date
+  durationMs: number
+  status: number | null
+  error: string | null
+}
+
+/**
+ * How an attempt ended: delivered (the row goes); retry, the subscription waiting until `nextAttemptAt`; or failed,
+ * the subscription given up on: disabled, its queued deliveries marked failed.
+ */
+export type DeliveryOutcome = AttemptReport &
+  ({ state: 'delivered' } | { state: 'retry'; nextAttemptAt: Date } | { state: 'failed' })
+
+/** Attempts kept per subscription for `webhooks deliveries`: a ring, so the history costs the same at any traffic. */
+export const ATTEMPTS_KEPT = 20
+
+/** One recorded attempt of a subscription, as `webhooks deliveries` shows it. */
+export interface AttemptRecord extends AttemptReport {
+  eventId: string
+  eventType: EventType
+  outcome: DeliveryOutcome['state']
+}
+
+/** A delivery given up on: its subscription was disabled while it waited. */
+export interface FailedDelivery {
+  eventId: string
+  eventType: EventType
+  createdAt: Date
+  failedAt: Date
+  attempts: number
+  lastStatus: number | null
+  lastError: string | null
+}
+
+/**
+ * Per-account quotas the storage enforces in the transaction of the write (0: none). The database is the source of
+ * truth, so they hold across instances.
+ */
+export interface StorageLimits {
+  /** Plants per account. */
+  plantsPerAccount: number
+  /** Webhook subscriptions per account. */
+  subscriptionsPerAccount: number
+  /** Deliveries queued per subscription; an event finding its subscription at the cap disables it instead. */
+  queuedPerSubscription: number
+}
+
+/** No quota at all: what storage opened without limits enforces. */
+export const NO_LIMITS: StorageLimits = { plantsPerAccount: 0, subscriptionsPerAccount: 0, queuedPerSubscription: 0 }
+
+/** A create refused because the account holds its quota of `resource`. */
+export class QuotaExceededError extends Error {
+  constructor(
+    readonly resource: 'plants' | 'subscriptions',
+    readonly limit: number,
+  ) {
+    super(`the account holds its quota of ${limit} ${resource}`)
+    this.name = 'QuotaExceededError'
+  }
+}
 
 /** The storage every backend implements; all methods are async so network databases fit. */
 export interface Storage {
-  /** Stores the plant unless the account already has that id; with it, in one transaction, its plant.created events. */
+  /**
+   * Stores the plant unless the account already has that id; with it, in one transaction, its plant.created events.
+   * QuotaExceededError when the account holds its quota of plants.
+   */
   createPlant(accountId: number, plant: StoredPlant): Promise<CreateOutcome>
   /** Plants of one account in ascending id order, one page. */
   listPlants(accountId: number, page: PageRequest): Promise<StoredPlant[]>
@@ -103,20 +178,34 @@ export interface Storage {
   revokeToken(id: string): Promise<boolean>
   /** How many tokens exist (any state); zero means a fresh store. */
   countTokens(): Promise<number>
-  /** Stores a webhook subscription, creating its account when new. */
+  /** Stores a webhook subscription, creating its account when new; QuotaExceededError at the account's quota. */
   createSubscription(subscription: NewSubscription): Promise<Subscription>
   /** Subscriptions, all or one account's (by id or name), oldest first. */
   listSubscriptions(filter?: { accountId?: number; accountName?: string }): Promise<Subscription[]>
-  /** Removes a subscription (within `accountId` when given) and its undelivered events; false when none. */
+  /** Removes a subscription (within `accountId` when given) with its deliveries and attempts; false when none. */
   deleteSubscription(id: string, accountId?: number): Promise<boolean>
+  /** Enables a disabled subscription again (within `accountId` when given), its failures forgotten; undefined when none. */
+  enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined>
   /**
-   * Claims up to `limit` due deliveries, at most one per subscription (its oldest, to keep its order), each for
-   * `leaseMs`: no other claim gets it meanwhile, and one that is never finished is due again after the lease.
+   * Claims the next attempt of up to `limit` active subscriptions whose backoff is over, each for `leaseMs`: the
+   * oldest queued delivery of each (to keep its order; one in flight per subscription). Work is bounded by `limit`,
+   * whatever is queued. Fair between accounts: at most `perAccount` subscriptions of one account leased at once
+   * (across instances), and accounts holding fewer leases go first.
    */
-  claimDeliveries(limit: number, leaseMs: number): Promise<ClaimedDelivery[]>
-  /** Records how a claimed attempt ended; ignored when the lease is no longer this claim's. */
-  finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void>
-  /** Deliveries still to be made (pending, claimed or not). */
+  claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]>
+  /** Records how a claimed attempt ended; ignored when the subscription's lease is no longer this claim's. */
+  finishDelivery(
+    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
+    outcome: DeliveryOutcome,
+  ): Promise<void>
+  /** Deletes up to `limit` deliveries that failed before `before`; resolves with how many went. */
+  purgeFailedDeliveries(before: Date, limit: number): Promise<number>
+  /** A subscription's recent attempts (the last ATTEMPTS_KEPT, newest first) and its failed deliveries (newest first, at most `limit`). */
+  deliveryHistory(
+    subscriptionId: string,
+    limit: number,
+  ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }>
+  /** Deliveries still to be made, over every subscription. */
   countPendingDeliveries(): Promise<number>
   /** Resolves when the database answers. */
   ping(): Promise<void>
@@ -133,6 +222,8 @@ export interface OpenOptions {
   migrate: boolean
   /** Most connections a network database's pool holds. */
   poolSize?: number
+  /** Per-account quotas; none when not given. */
+  limits?: StorageLimits
 }
 
 /** The database schema is older than this release and migrations are not to be applied on open. */

@@ -10,8 +10,10 @@ const WRITES = new Set<PropertyKey>([
   'revokeToken',
   'createSubscription',
   'deleteSubscription',
+  'enableSubscription',
   'claimDeliveries',
   'finishDelivery',
+  'purgeFailedDeliveries',
 ])
 
 /**

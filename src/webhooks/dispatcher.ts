@@ -8,14 +8,20 @@ export interface DispatcherOptions {
   timeoutMs: number
   /** The first retry's delay; each further one doubles it (jittered), up to an hour. */
   retryBaseMs: number
-  /** A delivery still failing this long after its first attempt is marked failed (24 h in production). */
+  /** A subscription whose attempts have all failed for this long is disabled (24 h in production). */
   giveUpAfterMs: number
+  /** How long failed deliveries are kept before they are purged. */
+  failedRetentionMs: number
   /** Whether receivers may be private, loopback or link-local addresses. */
   allowPrivate: boolean
   /** How often the outbox is read when it had nothing due. */
   pollMs?: number
   /** Attempts in flight at once, per process. */
   concurrency?: number
+  /** Attempts in flight at once for one account's subscriptions, over every instance. */
+  perAccount?: number
+  /** How often failed deliveries past their retention are purged. */
+  purgeEveryMs?: number
   /** Told of every attempt: its outcome, how long it took, and how old its event was by its end. */
   onAttempt?: (outcome: DeliveryOutcome['state'], seconds: number, eventAgeSeconds: number) => void
   /** Told when reading or writing the outbox fails (the dispatcher keeps going). */
@@ -25,45 +31,53 @@ export interface DispatcherOptions {
 const MAX_RETRY_DELAY_MS = 3_600_000
 // How much longer than the attempt's timeout a claim lasts: time to record the outcome.
 const LEASE_MARGIN_MS = 10_000
+// Failed deliveries deleted per purge statement: a long backlog of them goes in short transactions.
+const PURGE_BATCH = 1000
 
-/** The delay before retry number `attempts + 1`: exponential, capped at an hour, with jitter (50 to 100 %). */
-export function retryDelayMs(attempts: number, baseMs: number): number {
-  return Math.min(baseMs * 2 ** attempts, MAX_RETRY_DELAY_MS) * (0.5 + Math.random() / 2)
+/** The delay before retry number `failures + 1`: exponential, capped at an hour, with jitter (50 to 100 %). */
+export function retryDelayMs(failures: number, baseMs: number): number {
+  return Math.min(baseMs * 2 ** Math.min(failures, 30), MAX_RETRY_DELAY_MS) * (0.5 + Math.random() / 2)
 }
 
-/** What an attempt's result means for its delivery. */
+/** What an attempt's result means for its subscription: delivered, retry after a backoff, or give up on it. */
 export function outcomeOf(
-  delivery: Pick<ClaimedDelivery, 'attempts' | 'firstAttemptAt'>,
+  delivery: Pick<ClaimedDelivery, 'failures' | 'failingSince'>,
   result: AttemptResult,
+  attempt: { startedAt: Date; durationMs: number },
   options: Pick<DispatcherOptions, 'retryBaseMs' | 'giveUpAfterMs'>,
   now = Date.now(),
 ): DeliveryOutcome {
-  if (result.ok) return { state: 'delivered' }
-  const error = result.error ?? 'failed'
-  // Counted from the first attempt, not the event: one queued behind a failing event gets its own full period.
-  if (now - delivery.firstAttemptAt.getTime() >= options.giveUpAfterMs) {
-    return { state: 'failed', status: result.status, error }
-  }
-  const nextAttemptAt = new Date(now + retryDelayMs(delivery.attempts, options.retryBaseMs))
-  return { state: 'retry', nextAttemptAt, status: result.status, error }
+  const report = { ...attempt, status: result.status, error: result.error }
+  if (result.ok) return { ...report, state: 'delivered' }
+  // Counted from the first failure since the subscription's last success: a circuit breaker on the receiver, not
+  // on one event, so a receiver that is down gets one backoff, not one per queued event.
+  const failingSince = delivery.failingSince ?? attempt.startedAt
+  if (now - failingSince.getTime() >= options.giveUpAfterMs) return { ...report, state: 'failed' }
+  const nextAttemptAt = new Date(now + retryDelayMs(delivery.failures, options.retryBaseMs))
+  return { ...report, state: 'retry', nextAttemptAt }
 }
 
+type Settings = Required<Omit<DispatcherOptions, 'onAttempt' | 'onError'>> & DispatcherOptions
+
 /**
- * Delivers the outbox: claims due deliveries (leased, so a crash mid-attempt only delays one), signs and POSTs
- * each, and records the outcome. Every instance may run one: claims never overlap. At least once: an attempt
- * whose outcome was not recorded (a crash, a lost database) is made again after its lease.
+ * Delivers the outbox: claims the next attempt of ready subscriptions (leased, so a crash mid-attempt only delays
+ * one), signs and POSTs each, and records the outcome. Every instance may run one: claims never overlap. At least
+ * once: an attempt whose outcome was not recorded (a crash, a lost database) is made again after its lease.
  */
 export class WebhookDispatcher {
   readonly #storage: Storage
-  readonly #options: Required<Omit<DispatcherOptions, 'onAttempt' | 'onError'>> & DispatcherOptions
+  readonly #options: Settings
   readonly #inFlight = new Set<Promise<void>>()
   #stopped = false
   #loop: Promise<void> | undefined
   #wake: (() => void) | undefined
+  // Set by a wake-up that came while the loop was claiming: the next pause then returns at once.
+  #woken = false
+  #purgedAt = 0
 
   constructor(storage: Storage, options: DispatcherOptions) {
     this.#storage = storage
-    this.#options = { pollMs: 250, concurrency: 16, ...options }
+    this.#options = { pollMs: 250, concurrency: 16, perAccount: 4, purgeEveryMs: 60_000, ...options }
   }
 
   /** Starts delivering in the background. */
@@ -74,23 +88,26 @@ export class WebhookDispatcher {
   /** Stops claiming and waits for the attempts in flight (each bounded by the timeout). */
   async stop(): Promise<void> {
     this.#stopped = true
-    this.#wake?.()
+    this.#poke()
     await this.#loop
     await Promise.all(this.#inFlight)
   }
 
   async #run(): Promise<void> {
-    const { concurrency, pollMs, timeoutMs } = this.#options
+    const { concurrency, pollMs, timeoutMs, perAccount } = this.#options
     while (!this.#stopped) {
+      await this.#purgeWhenDue()
       const free = concurrency - this.#inFlight.size
       let claimed: ClaimedDelivery[] = []
       if (free > 0) {
         // The lease outlives the attempt's timeout, so a live attempt is never claimed twice; after a crash the
-        // delivery is due again once it runs out.
-        claimed = await this.#storage.claimDeliveries(free, timeoutMs + LEASE_MARGIN_MS).catch((err: unknown) => {
-          this.#options.onError?.(err)
-          return []
-        })
+        // subscription is ready again once it runs out.
+        claimed = await this.#storage
+          .claimDeliveries(free, timeoutMs + LEASE_MARGIN_MS, perAccount)
+          .catch((err: unknown) => {
+            this.#options.onError?.(err)
+            return []
+          })
         for (const delivery of claimed) this.#track(this.#attempt(delivery))
       }
       // Every slot busy, or nothing more due: wait for an attempt to finish or the next poll. Never loop without
@@ -99,10 +116,24 @@ export class WebhookDispatcher {
     }
   }
 
+  /** Deletes failed deliveries past their retention, a batch at a time, at most once per purgeEveryMs. */
+  async #purgeWhenDue(): Promise<void> {
+    if (Date.now() - this.#purgedAt < this.#options.purgeEveryMs) return
+    this.#purgedAt = Date.now()
+    const before = new Date(Date.now() - this.#options.failedRetentionMs)
+    await this.#storage.purgeFailedDeliveries(before, PURGE_BATCH).catch((err: unknown) => {
+      this.#options.onError?.(err)
+    })
+  }
+
   /** Waits `ms`, or less when an attempt finishes: its subscription's next event may be due at once. */
   #pause(ms: number): Promise<void> {
+    if (this.#woken || this.#stopped) {
+      this.#woken = false
+      return Promise.resolve()
+    }
     return new Promise((resolve) => {
-      const timer = setTimeout(() => this.#wake?.(), ms)
+      const timer = setTimeout(() => this.#poke(), ms)
       this.#wake = () => {
         clearTimeout(timer)
         this.#wake = undefined
@@ -111,22 +142,30 @@ export class WebhookDispatcher {
     })
   }
 
+  /** Ends the current pause, or the next one if the loop is busy claiming. */
+  #poke(): void {
+    if (this.#wake === undefined) this.#woken = true
+    else this.#wake()
+  }
+
   #track(attempt: Promise<void>): void {
     this.#inFlight.add(attempt)
     void attempt.finally(() => this.#inFlight.delete(attempt))
   }
 
   async #attempt(delivery: ClaimedDelivery): Promise<void> {
+    const startedAt = new Date()
     const started = performance.now()
     const headers = {
       ...signatureHeaders(delivery.secret, delivery.eventId, delivery.body),
       'plantstore-event-type': delivery.eventType,
     }
     const result = await send(delivery.url, headers, delivery.body, this.#options)
-    const outcome = outcomeOf(delivery, result, this.#options)
+    const durationMs = performance.now() - started
+    const outcome = outcomeOf(delivery, result, { startedAt, durationMs }, this.#options)
     const age = (Date.now() - delivery.createdAt.getTime()) / 1000
-    this.#options.onAttempt?.(outcome.state, (performance.now() - started) / 1000, age)
+    this.#options.onAttempt?.(outcome.state, durationMs / 1000, age)
     await this.#storage.finishDelivery(delivery, outcome).catch((err: unknown) => this.#options.onError?.(err))
-    this.#wake?.()
+    this.#poke()
   }
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import type { Storage } from '../../src/storage/index.js'
+import type { StorageLimits } from '../../src/storage/types.js'
 import { backends, freshStorage, type TestBackend } from './backends.js'
 import { openApiChecker } from './openapi.js'
 
@@ -14,9 +15,13 @@ export interface TestApp {
   close(): Promise<void>
 }
 
-/** Builds the app on a fresh database of `backend` (SQLite when not given). */
-export async function buildTestApp(backend: TestBackend = backends[0]!, tokenCacheTtlMs = 2000): Promise<TestApp> {
-  const { storage, dispose } = await freshStorage(backend)
+/** Builds the app on a fresh database of `backend` (SQLite when not given), with `limits` (no quotas when not given). */
+export async function buildTestApp(
+  backend: TestBackend = backends[0]!,
+  tokenCacheTtlMs = 2000,
+  limits?: StorageLimits,
+): Promise<TestApp> {
+  const { storage, dispose } = await freshStorage(backend, { migrate: true, limits })
   const app = await buildApp({ storage, tokenCacheTtlMs })
   checkEveryResponse(app)
   return {

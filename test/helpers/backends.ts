@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { openStorage, type Storage } from '../../src/storage/index.js'
+import { openStorage, type OpenOptions, type Storage } from '../../src/storage/index.js'
 
 /** A database a test can open storage on, and throw away afterwards. */
 export interface TestDatabase {
@@ -66,12 +66,13 @@ export function postgresBackend(url: string): TestBackend {
 /** Every backend available on this machine; suites loop over it. */
 export const backends: TestBackend[] = POSTGRES_URL === undefined ? [sqlite] : [sqlite, postgresBackend(POSTGRES_URL)]
 
-/** Opens storage on a fresh database of the backend; dispose() closes and removes it. */
+/** Opens storage on a fresh database of the backend (with `options`: quotas, say); dispose() closes and removes it. */
 export async function freshStorage(
   backend: TestBackend,
+  options: OpenOptions = { migrate: true },
 ): Promise<{ storage: Storage; url: string; dispose(): Promise<void> }> {
   const database = await backend.createDatabase()
-  const storage = await openStorage(database.url)
+  const storage = await openStorage(database.url, options)
   return {
     storage,
     url: database.url,

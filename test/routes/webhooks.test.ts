@@ -41,7 +41,17 @@ for (const backend of backends) {
       const listed = await list(alice)
       assert.equal(listed.statusCode, 200)
       assert.deepEqual(listed.json(), [
-        { id: created.id, url: PUBLIC_URL, events: created.events, createdAt: created.createdAt },
+        {
+          id: created.id,
+          url: PUBLIC_URL,
+          events: created.events,
+          createdAt: created.createdAt,
+          status: 'active',
+          disabledReason: null,
+          disabledAt: null,
+          queued: 0,
+          failingSince: null,
+        },
       ])
       assert.ok(!listed.body.includes(created.secret.slice(6)))
     })

@@ -61,18 +61,86 @@ async function backToVersion1(url: string): Promise<void> {
   if (file !== undefined) {
     const db = new Database(file)
     db.exec('DROP TABLE storage_probe; DROP TABLE webhook_subscriptions; DROP TABLE webhook_deliveries')
+    db.exec('DROP TABLE plant_counts; DROP TABLE webhook_attempts')
+    db.exec('DROP TRIGGER plants_counted_on_insert; DROP TRIGGER plants_counted_on_delete')
     db.exec('DELETE FROM schema_migrations WHERE version > 1')
     db.close()
     return
   }
   const sql = postgres(url, { max: 1, onnotice: () => {} })
-  await sql.unsafe('DROP TABLE storage_probe, webhook_subscriptions, webhook_deliveries')
+  await sql.unsafe(
+    'DROP TABLE storage_probe, webhook_subscriptions, webhook_deliveries, plant_counts, webhook_attempts',
+  )
   await sql.unsafe('DELETE FROM schema_migrations WHERE version > 1')
+  await sql.end()
+}
+
+/**
+ * Writes, with the third release's schema (migrations 1 to 3 only), account `a` with two plants and a subscription
+ * with two pending deliveries, as that release left them.
+ */
+async function atVersion3(url: string): Promise<void> {
+  const file = sqliteFile(url)
+  const rows = [
+    `INSERT INTO accounts (id, name, created_at) VALUES (1, 'a', ${file ? 0 : 'now()'})`,
+    "INSERT INTO plants (account_id, id, name) VALUES (1, 1, 'x'), (1, 2, 'y')",
+    `INSERT INTO webhook_subscriptions (id, account_id, url, secret, event_types, created_at)
+      VALUES ('whk_0000000000000001', 1, 'http://127.0.0.1:9/hook', 'whsec_AAAA', 'plant.created', ${file ? 0 : 'now()'})`,
+    ...[1, 2].map(
+      (id) => `INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
+        VALUES ('whk_0000000000000001', 'msg_${id}', 'plant.created', '{}', ${file ? '0, 0' : 'now(), now()'})`,
+    ),
+  ]
+  const schema = (file ? sqliteMigrations : postgresMigrations).filter((migration) => migration.version <= 3)
+  const versions = schema.map(
+    (migration) =>
+      `INSERT INTO schema_migrations (version, applied_at) VALUES (${migration.version}, ${file ? 0 : 'now()'})`,
+  )
+  const script = [
+    'CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at ' +
+      (file ? 'INTEGER' : 'timestamptz') +
+      ' NOT NULL)',
+    ...schema.map((migration) => migration.sql),
+    ...versions,
+    ...rows,
+  ]
+  if (file !== undefined) {
+    const db = new Database(file)
+    for (const statement of script) db.exec(statement)
+    db.close()
+    return
+  }
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  for (const statement of script) await sql.unsafe(statement)
   await sql.end()
 }
 
 for (const backend of backends) {
   describe(`migrations and first start (${backend.name})`, () => {
+    test('upgrades a database of the third release: its plants count toward the quota, its queue keeps its count', () =>
+      withDatabase(backend, async (url) => {
+        await atVersion3(url)
+        const upgraded = await openStorage(url, {
+          migrate: true,
+          limits: { plantsPerAccount: 3, subscriptionsPerAccount: 10, queuedPerSubscription: 100 },
+        })
+        try {
+          assert.deepEqual(upgraded.migrationsApplied, [4])
+          const [subscription] = await upgraded.listSubscriptions({ accountName: 'a' })
+          assert.equal(subscription?.queued, 2)
+          assert.equal(subscription?.state, 'active')
+          assert.equal(await upgraded.countPendingDeliveries(), 2)
+          assert.equal(await upgraded.createPlant(1, { id: 3n, name: 'z', tag: null }), 'created')
+          await assert.rejects(upgraded.createPlant(1, { id: 4n, name: 'w', tag: null }), /quota of 3 plants/)
+          assert.equal(
+            (await upgraded.claimDeliveries(16, 60_000, 4)).map((claimed) => claimed.eventId).join(),
+            'msg_1',
+          )
+        } finally {
+          await upgraded.close()
+        }
+      }))
+
     test('refuses to open an unmigrated database when told not to migrate, naming the pending versions', () =>
       withDatabase(backend, async (url, open) => {
         await assert.rejects(openStorage(url, { migrate: false }), (err: unknown) => {

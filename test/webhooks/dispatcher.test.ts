@@ -14,6 +14,7 @@ const FAST: DispatcherOptions = {
   timeoutMs: 1000,
   retryBaseMs: 50,
   giveUpAfterMs: 60_000,
+  failedRetentionMs: 3_600_000,
   allowPrivate: true,
   pollMs: 20,
 }
@@ -145,17 +146,48 @@ for (const backend of backends) {
       assert.deepEqual(ids, [1, 1, 2, 3, 4, 5])
     })
 
-    test('marks a delivery failed once it has failed for the give-up period, and stops trying', async () => {
-      const { accountId } = await subscribed()
+    test('disables a subscription that failed for the whole give-up period: its queued deliveries fail, no more attempts', async () => {
+      const { accountId, subscription } = await subscribed()
       receiver.answer = () => ({ status: 500 })
-      await storage.createPlant(accountId, { id: 8n, name: 'Cactus', tag: null })
+      for (let id = 1n; id <= 3n; id++) await storage.createPlant(accountId, { id, name: 'Cactus', tag: null })
       run({ giveUpAfterMs: 0 })
       await receiver.waitFor(1)
       await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
       await new Promise((resolve) => setTimeout(resolve, 300))
-      assert.equal(receiver.received.length, 1)
+      assert.equal(receiver.received.length, 1, 'one attempt, then given up')
+      const [listed] = await storage.listSubscriptions({ accountId })
+      assert.equal(listed!.state, 'disabled')
+      assert.equal(listed!.disabledReason, 'failing')
+      const history = await storage.deliveryHistory(subscription.id, 10)
+      assert.equal(history.failed.length, 3, 'every queued delivery failed with it')
+      assert.equal(history.failed.find((failed) => failed.attempts === 1)?.lastStatus, 500)
+      assert.deepEqual(
+        history.attempts.map((attempt) => [attempt.outcome, attempt.status]),
+        [['failed', 500]],
+      )
+      await storage.createPlant(accountId, { id: 4n, name: 'Cactus', tag: null })
+      assert.equal(await storage.countPendingDeliveries(), 0, 'nothing queued while disabled')
     })
 
+    test('delivers again once a disabled subscription is enabled, from the events made after that', async () => {
+      const { accountId, subscription } = await subscribed(['plant.created'])
+      receiver.answer = (_request, index) => ({ status: index === 0 ? 500 : 200 })
+      await storage.createPlant(accountId, { id: 1n, name: 'lost', tag: null })
+      run({ giveUpAfterMs: 0 })
+      await eventually(async () => (await storage.listSubscriptions({ accountId }))[0]!.state === 'disabled', 5000, 20)
+      await storage.createPlant(accountId, { id: 2n, name: 'while disabled', tag: null })
+      assert.equal(
+        await storage.enableSubscription(subscription.id, accountId + 1000),
+        undefined,
+        'not by another account',
+      )
+      const enabled = await storage.enableSubscription(subscription.id, accountId)
+      assert.equal(enabled?.state, 'active')
+      assert.equal(enabled?.disabledReason, null)
+      await storage.createPlant(accountId, { id: 3n, name: 'after', tag: null })
+      const [, second] = await receiver.waitFor(2)
+      assert.equal(second!.body, '{"id":3,"name":"after"}')
+    })
     test('never connects to a private address unless allowed, even when the subscription names one', async () => {
       // By name: localhost resolves to loopback, which the connection's own lookup refuses.
       const { accountId } = await subscribed(['plant.created'], (url) => url.replace('127.0.0.1', 'localhost'))
@@ -187,22 +219,18 @@ for (const backend of backends) {
       await Promise.all(receivers.slice(0, -1).map((hooked) => hooked.close()))
     })
 
-    test('gives an event queued behind a failing one its own retry period', async () => {
-      const { accountId } = await subscribed(['plant.created'])
-      const seen = new Map<string, number>()
-      // Plant 1 always fails; plant 2 fails its first attempt, then is taken.
-      receiver.answer = (request) => {
-        const count = (seen.get(request.body) ?? 0) + 1
-        seen.set(request.body, count)
-        return { status: request.body.includes('"id":1,') || count === 1 ? 500 : 200 }
-      }
+    test('starts the give-up clock over after a success: a receiver that recovers is not given up on', async () => {
+      const { accountId, subscription } = await subscribed(['plant.created'])
+      // Fail, then succeed slowly (past the give-up period since the failure), then fail once more, then succeed.
+      receiver.answer = (_request, index) => [{ status: 500 }, { status: 200, delayMs: 600 }][index % 2]!
       await storage.createPlant(accountId, { id: 1n, name: 'a', tag: null })
       await storage.createPlant(accountId, { id: 2n, name: 'b', tag: null })
       run({ giveUpAfterMs: 400 })
-      await eventually(async () => receiver.received.some((request) => request.status === 200), 10_000, 20)
-      const last = receiver.received.at(-1)!
-      assert.equal(last.body, '{"id":2,"name":"b"}')
-      assert.equal(seen.get(last.body), 2, 'plant 2 was retried, though its event was older than the period')
+      await receiver.waitFor(4)
+      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      const [listed] = await storage.listSubscriptions({ accountId })
+      assert.equal(listed!.state, 'active', 'the second failure came 600 ms after the first, but after a success')
+      assert.equal((await storage.deliveryHistory(subscription.id, 10)).failed.length, 0)
     })
 
     test('stops delivering a removed subscription, undelivered events included', async () => {

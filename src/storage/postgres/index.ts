@@ -11,6 +11,11 @@ import {
   type DeliveryOutcome,
   type NewSubscription,
   type Subscription,
+  type AttemptRecord,
+  type FailedDelivery,
+  type StorageLimits,
+  NO_LIMITS,
+  QuotaExceededError,
 } from '../types.js'
 import { createdBody, deletedBody, newEventId } from '../../webhooks/events.js'
 import { PostgresWebhooks, queueEvents } from './webhooks.js'
@@ -71,6 +76,24 @@ async function insertToken(sql: TransactionSql, token: NewToken): Promise<TokenR
   return withoutSecret((await findTokenBy(sql, token.secretHash))!)
 }
 
+/**
+ * Rows each account's plant count is spread over: concurrent creates of one account update a random one each, so
+ * they rarely queue on the same row lock (one row would serialise an account's writes at one commit at a time).
+ */
+const PLANT_COUNT_STRIPES = 16
+
+const randomStripe = () => Math.floor(Math.random() * PLANT_COUNT_STRIPES)
+
+/** The number of plants the account holds: the sum of its stripes. */
+const plantCount = (sql: Query, accountId: number) =>
+  sql`(SELECT coalesce(sum(plants), 0) FROM plant_counts WHERE account_id = ${accountId})`
+
+/** A CTE adding `delta` to one stripe of the account's plant count for each row of `changed`. */
+const countPlants = (sql: Query, accountId: number, delta: 1 | -1) =>
+  sql`recounted AS (INSERT INTO plant_counts (account_id, stripe, plants)
+    SELECT ${accountId}, ${randomStripe()}, ${delta}::bigint FROM changed
+    ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants)`
+
 const SERIALIZATION_FAILURE = '40001'
 // Retries of a statement pair that lost a race; contention that outlasts them is answered 503.
 const MAX_ATTEMPTS = 10
@@ -79,11 +102,13 @@ const MAX_ATTEMPTS = 10
 export class PostgresStorage implements Storage {
   readonly #sql: Sql
   readonly #webhooks: PostgresWebhooks
+  readonly #limits: StorageLimits
   readonly migrationsApplied: readonly number[]
 
-  private constructor(sql: Sql, migrationsApplied: number[]) {
+  private constructor(sql: Sql, migrationsApplied: number[], limits: StorageLimits) {
     this.#sql = sql
-    this.#webhooks = new PostgresWebhooks(sql)
+    this.#limits = limits
+    this.#webhooks = new PostgresWebhooks(sql, limits)
     this.migrationsApplied = migrationsApplied
   }
 
@@ -97,7 +122,7 @@ export class PostgresStorage implements Storage {
         if (pending.length > 0) throw new MigrationsPendingError(pending)
         return []
       })
-      return new PostgresStorage(sql, applied)
+      return new PostgresStorage(sql, applied, options.limits ?? NO_LIMITS)
     } catch (err) {
       await sql.end({ timeout: 1 })
       throw err
@@ -106,21 +131,34 @@ export class PostgresStorage implements Storage {
 
   async createPlant(accountId: number, plant: StoredPlant): Promise<CreateOutcome> {
     const sql = this.#sql
+    const quota = this.#limits.plantsPerAccount
+    // The quota is read in the insert itself. Creates racing at the quota each see the count without the others,
+    // so together they may pass it by at most their number (the connections writing to this account at once).
+    const room = quota === 0 ? sql`true` : sql`${plantCount(sql, accountId)} < ${quota}`
     return guard(async () => {
       // A delete can slip between the two statements; then the id is free again and the insert is retried.
       for (let attempt = 1; ; attempt++) {
-        const queue = queueEvents(sql, accountId, 'plant.created', newEventId(), createdBody(plant))
+        const queue = this.#queue(accountId, 'plant.created', createdBody(plant))
         const [inserted] = await sql<{ n: number }[]>`WITH changed AS (INSERT INTO plants (account_id, id, name, tag)
-          VALUES (${accountId}, ${plant.id}, ${plant.name}, ${plant.tag}) ON CONFLICT DO NOTHING RETURNING id),
-          ${queue} SELECT count(*)::int AS n FROM changed`
+          SELECT ${accountId}, ${plant.id}, ${plant.name}, ${plant.tag} WHERE ${room}
+          ON CONFLICT DO NOTHING RETURNING id),
+          ${countPlants(sql, accountId, 1)}, ${queue} SELECT count(*)::int AS n FROM changed`
         if (inserted!.n === 1) return 'created'
-        const [existing] = await sql<{ name: string; tag: string | null }[]>`SELECT name, tag FROM plants
-          WHERE account_id = ${accountId} AND id = ${plant.id}`
-        if (existing === undefined && attempt < MAX_ATTEMPTS) continue
-        if (existing === undefined) throw new StorageUnavailableError(new Error('plant kept vanishing during create'))
-        return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
+        const [existing] = await sql<{ name: string | null; tag: string | null; used: bigint }[]>`SELECT p.name, p.tag,
+          ${plantCount(sql, accountId)}::bigint AS used
+          FROM (SELECT 1) one LEFT JOIN plants p ON p.account_id = ${accountId} AND p.id = ${plant.id}`
+        if (existing!.name === null && quota > 0 && existing!.used >= BigInt(quota)) {
+          throw new QuotaExceededError('plants', quota)
+        }
+        if (existing!.name === null && attempt < MAX_ATTEMPTS) continue
+        if (existing!.name === null) throw new StorageUnavailableError(new Error('plant kept vanishing during create'))
+        return existing!.name === plant.name && existing!.tag === plant.tag ? 'identical' : 'conflict'
       }
     })
+  }
+
+  #queue(accountId: number, type: 'plant.created' | 'plant.deleted', body: string) {
+    return queueEvents(this.#sql, accountId, type, newEventId(), body, this.#limits.queuedPerSubscription)
   }
 
   async listPlants(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
@@ -142,10 +180,10 @@ export class PostgresStorage implements Storage {
 
   async deletePlant(accountId: number, id: bigint): Promise<boolean> {
     const sql = this.#sql
-    const queue = queueEvents(sql, accountId, 'plant.deleted', newEventId(), deletedBody(id))
+    const queue = this.#queue(accountId, 'plant.deleted', deletedBody(id))
     const [deleted] = await guard(
       () => sql<{ n: number }[]>`WITH changed AS (DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}
-        RETURNING id), ${queue} SELECT count(*)::int AS n FROM changed`,
+        RETURNING id), ${countPlants(sql, accountId, -1)}, ${queue} SELECT count(*)::int AS n FROM changed`,
     )
     return deleted!.n === 1
   }
@@ -223,12 +261,30 @@ export class PostgresStorage implements Storage {
     return this.#webhooks.deleteSubscription(id, accountId)
   }
 
-  claimDeliveries(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-    return this.#webhooks.claimDeliveries(limit, leaseMs)
+  enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined> {
+    return this.#webhooks.enableSubscription(id, accountId)
   }
 
-  finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void> {
+  claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]> {
+    return this.#webhooks.claimDeliveries(limit, leaseMs, perAccount)
+  }
+
+  finishDelivery(
+    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
+    outcome: DeliveryOutcome,
+  ): Promise<void> {
     return this.#webhooks.finishDelivery(delivery, outcome)
+  }
+
+  purgeFailedDeliveries(before: Date, limit: number): Promise<number> {
+    return this.#webhooks.purgeFailedDeliveries(before, limit)
+  }
+
+  deliveryHistory(
+    subscriptionId: string,
+    limit: number,
+  ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }> {
+    return this.#webhooks.deliveryHistory(subscriptionId, limit)
   }
 
   countPendingDeliveries(): Promise<number> {

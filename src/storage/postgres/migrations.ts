@@ -72,6 +72,55 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       CREATE INDEX webhook_deliveries_by_subscription ON webhook_deliveries (subscription_id, state, id);
     `,
   },
+  {
+    version: 4,
+    // Quotas and fair delivery. plant_counts: plants per account, kept in the statement that changes plants and
+    // spread over PLANT_COUNT_STRIPES rows per account, so concurrent creates of one account do not queue on one
+    // row lock. Subscriptions get a state, their queue length, and the backoff and lease of their next attempt:
+    // claims read subscriptions that are ready, never the queued rows behind them. webhook_attempts: the last
+    // attempts of each subscription, a ring.
+    sql: `
+      CREATE TABLE plant_counts (
+        account_id bigint NOT NULL,
+        stripe smallint NOT NULL,
+        plants bigint NOT NULL,
+        PRIMARY KEY (account_id, stripe)
+      );
+      INSERT INTO plant_counts (account_id, stripe, plants) SELECT account_id, 0, count(*) FROM plants GROUP BY account_id;
+      DELETE FROM webhook_deliveries WHERE subscription_id NOT IN (SELECT id FROM webhook_subscriptions);
+      ALTER TABLE webhook_subscriptions
+        ADD COLUMN state text NOT NULL DEFAULT 'active',
+        ADD COLUMN disabled_reason text,
+        ADD COLUMN disabled_at timestamptz,
+        ADD COLUMN queued integer NOT NULL DEFAULT 0,
+        ADD COLUMN next_attempt_at timestamptz NOT NULL DEFAULT now(),
+        ADD COLUMN lease text,
+        ADD COLUMN failures integer NOT NULL DEFAULT 0,
+        ADD COLUMN failing_since timestamptz,
+        ADD COLUMN attempts_made integer NOT NULL DEFAULT 0;
+      UPDATE webhook_subscriptions s SET queued = (SELECT count(*) FROM webhook_deliveries d
+        WHERE d.subscription_id = s.id AND d.state = 'pending');
+      CREATE INDEX webhook_subscriptions_ready ON webhook_subscriptions (next_attempt_at)
+        WHERE state = 'active' AND queued > 0;
+      CREATE INDEX webhook_subscriptions_leased ON webhook_subscriptions (account_id) WHERE lease IS NOT NULL;
+      ALTER TABLE webhook_deliveries ADD COLUMN failed_at timestamptz;
+      UPDATE webhook_deliveries SET failed_at = next_attempt_at, lease = NULL WHERE state = 'failed';
+      DROP INDEX webhook_deliveries_due;
+      CREATE INDEX webhook_deliveries_failed ON webhook_deliveries (failed_at) WHERE state = 'failed';
+      CREATE TABLE webhook_attempts (
+        subscription_id text NOT NULL,
+        slot integer NOT NULL,
+        event_id text NOT NULL,
+        event_type text NOT NULL,
+        outcome text NOT NULL,
+        started_at timestamptz NOT NULL,
+        duration_ms integer NOT NULL,
+        status integer,
+        error text,
+        PRIMARY KEY (subscription_id, slot)
+      );
+    `,
+  },
 ]
 
 // An arbitrary constant ("plantsto" in ASCII): every plantstore migrator takes the same lock.

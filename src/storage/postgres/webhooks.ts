@@ -1,8 +1,20 @@
 import { randomUUID } from 'node:crypto'
 import type { EventType } from '../../webhooks/events.js'
-import type { ClaimedDelivery, DeliveryOutcome, NewSubscription, Subscription } from '../types.js'
+import {
+  ATTEMPTS_KEPT,
+  QuotaExceededError,
+  type AttemptRecord,
+  type ClaimedDelivery,
+  type DeliveryOutcome,
+  type DisabledReason,
+  type FailedDelivery,
+  type NewSubscription,
+  type StorageLimits,
+  type Subscription,
+} from '../types.js'
 import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
-import type { Query, Sql } from './client.js'
+import { claimWindow, GIVEN_UP } from '../webhook-rules.js'
+import type { Query, Sql, TransactionSql } from './client.js'
 import { guard } from './errors.js'
 
 interface SubscriptionRow {
@@ -12,6 +24,11 @@ interface SubscriptionRow {
   url: string
   event_types: string
   created_at: Date
+  state: 'active' | 'disabled'
+  disabled_reason: DisabledReason | null
+  disabled_at: Date | null
+  queued: number
+  failing_since: Date | null
 }
 
 function toSubscription(row: SubscriptionRow): Subscription {
@@ -22,38 +39,80 @@ function toSubscription(row: SubscriptionRow): Subscription {
     url: row.url,
     eventTypes: row.event_types.split(' ') as EventType[],
     createdAt: row.created_at,
+    state: row.state,
+    disabledReason: row.disabled_reason,
+    disabledAt: row.disabled_at,
+    queued: row.queued,
+    failingSince: row.failing_since,
   }
 }
 
 /**
- * The part of a plant change's statement that queues its events: a CTE inserting one delivery per subscription of
- * the account that wants `type`, for each row the change's CTE `changed` returned. One statement, so the change
- * and its events commit together.
+ * The part of a plant change's statement that queues its events, for each row the change's CTE `changed` returned:
+ * one delivery per active subscription of the account that wants `type`, its queue count raised. A subscription
+ * already holding `cap` queued deliveries (cap 0: no cap) is disabled instead and its queued deliveries fail (the
+ * failed ones of an earlier disabling go, bounding them). One statement, so the change and its events commit
+ * together; the subscriptions are locked in id order, so concurrent changes of one account cannot deadlock.
  */
-export function queueEvents(sql: Query, accountId: number, type: EventType, eventId: string, body: string) {
-  return sql`queued AS (
-    INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
-    SELECT s.id, ${eventId}, ${type}, ${body}, now(), now() FROM changed, webhook_subscriptions s
-    WHERE s.account_id = ${accountId} AND position(${' ' + type + ' '} IN ' ' || s.event_types || ' ') > 0)`
+export function queueEvents(
+  sql: Query,
+  accountId: number,
+  type: EventType,
+  eventId: string,
+  body: string,
+  cap: number,
+) {
+  return sql`subs AS (
+      SELECT s.id, (${cap}::int > 0 AND s.queued >= ${cap}::int) AS at_cap FROM webhook_subscriptions s
+      WHERE s.account_id = ${accountId} AND s.state = 'active'
+        AND position(${' ' + type + ' '} IN ' ' || s.event_types || ' ') > 0 AND EXISTS (SELECT 1 FROM changed)
+      ORDER BY s.id FOR UPDATE),
+    queued AS (
+      INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
+      SELECT id, ${eventId}, ${type}, ${body}, now(), now() FROM subs WHERE NOT at_cap),
+    cleared AS (
+      DELETE FROM webhook_deliveries d USING subs WHERE subs.at_cap AND d.subscription_id = subs.id AND d.state = 'failed'),
+    dropped AS (
+      UPDATE webhook_deliveries d SET state = 'failed', failed_at = now(),
+        last_error = coalesce(d.last_error, ${GIVEN_UP.backlog})
+      FROM subs WHERE subs.at_cap AND d.subscription_id = subs.id AND d.state = 'pending'),
+    requeued AS (
+      UPDATE webhook_subscriptions s SET queued = CASE WHEN subs.at_cap THEN 0 ELSE s.queued + 1 END,
+        state = CASE WHEN subs.at_cap THEN 'disabled' ELSE s.state END,
+        disabled_reason = CASE WHEN subs.at_cap THEN 'backlog' ELSE s.disabled_reason END,
+        disabled_at = CASE WHEN subs.at_cap THEN now() ELSE s.disabled_at END,
+        failures = CASE WHEN subs.at_cap THEN 0 ELSE s.failures END,
+        failing_since = CASE WHEN subs.at_cap THEN NULL ELSE s.failing_since END
+      FROM subs WHERE s.id = subs.id)`
 }
+
+type ClaimRow = DeliveryRow & { leased_id: string }
 
 /** Webhook subscriptions and the outbox of deliveries, on the storage's PostgreSQL pool. */
 export class PostgresWebhooks {
   readonly #sql: Sql
+  readonly #limits: StorageLimits
 
-  constructor(sql: Sql) {
+  constructor(sql: Sql, limits: StorageLimits) {
     this.#sql = sql
+    this.#limits = limits
   }
 
   async createSubscription(subscription: NewSubscription): Promise<Subscription> {
+    const max = this.#limits.subscriptionsPerAccount
     await guard(() =>
       this.#sql.begin(async (tx) => {
         await tx`INSERT INTO accounts (name, created_at) VALUES (${subscription.accountName}, now())
           ON CONFLICT (name) DO NOTHING`
+        // The account's row lock makes count-then-insert atomic across instances.
+        const [account] = await tx<{ id: bigint }[]>`SELECT id FROM accounts
+          WHERE name = ${subscription.accountName} FOR UPDATE`
+        const [row] = await tx<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_subscriptions
+          WHERE account_id = ${account!.id}`
+        if (max > 0 && row!.n >= max) throw new QuotaExceededError('subscriptions', max)
         await tx`INSERT INTO webhook_subscriptions (id, account_id, url, secret, event_types, created_at)
-          SELECT ${subscription.id}, id, ${subscription.url}, ${subscription.secret},
-            ${subscription.eventTypes.join(' ')}, now()
-          FROM accounts WHERE name = ${subscription.accountName}`
+          VALUES (${subscription.id}, ${account!.id}, ${subscription.url}, ${subscription.secret},
+            ${subscription.eventTypes.join(' ')}, now())`
       }),
     )
     return (await this.listSubscriptions({ id: subscription.id }))[0]!
@@ -66,7 +125,8 @@ export class PostgresWebhooks {
     const byName = filter.accountName === undefined ? sql`` : sql`AND a.name = ${filter.accountName}`
     const rows = await guard(
       () => sql<SubscriptionRow[]>`SELECT s.id, s.account_id, a.name AS account_name, s.url, s.event_types,
-        s.created_at FROM webhook_subscriptions s JOIN accounts a ON a.id = s.account_id
+        s.created_at, s.state, s.disabled_reason, s.disabled_at, s.queued, s.failing_since
+        FROM webhook_subscriptions s JOIN accounts a ON a.id = s.account_id
         WHERE true ${byId} ${byAccount} ${byName} ORDER BY s.created_at, s.id`,
     )
     return rows.map(toSubscription)
@@ -78,57 +138,154 @@ export class PostgresWebhooks {
       this.#sql.begin(async (tx) => {
         const removed = await tx`DELETE FROM webhook_subscriptions WHERE id = ${id} ${scoped(tx)}`
         if (removed.count === 0) return false
-        await tx`DELETE FROM webhook_deliveries WHERE subscription_id = ${id} AND state = 'pending'`
+        await tx`DELETE FROM webhook_deliveries WHERE subscription_id = ${id}`
+        await tx`DELETE FROM webhook_attempts WHERE subscription_id = ${id}`
         return true
       }),
     )
   }
 
-  async claimDeliveries(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  async enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined> {
     const sql = this.#sql
-    const lease = randomUUID()
-    // SKIP LOCKED: two dispatchers never claim the same row; a row another claim just leased is no longer due when
-    // this statement re-reads it. The oldest pending per subscription only, to keep each subscription's order.
-    const rows = await guard(
-      () => sql<DeliveryRow[]>`WITH due AS (
-          SELECT d.id FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
-          WHERE d.state = 'pending' AND d.next_attempt_at <= now()
-            AND d.id = (SELECT min(o.id) FROM webhook_deliveries o
-              WHERE o.subscription_id = d.subscription_id AND o.state = 'pending')
-          ORDER BY d.id LIMIT ${limit} FOR UPDATE OF d SKIP LOCKED)
-        UPDATE webhook_deliveries d SET lease = ${lease},
-          next_attempt_at = now() + ${leaseMs} * interval '1 millisecond',
-          first_attempt_at = coalesce(d.first_attempt_at, now())
-        FROM due, webhook_subscriptions s WHERE d.id = due.id AND s.id = d.subscription_id
-        RETURNING d.id::text AS id, d.event_id, d.event_type, d.body, d.created_at, d.first_attempt_at, d.attempts,
-          d.subscription_id,
-          s.url, s.secret`,
+    const scoped = accountId === undefined ? sql`` : sql`AND account_id = ${accountId}`
+    // Only a disabled one changes: enabling an active subscription must not reset its failures or backoff.
+    await guard(
+      () => sql`UPDATE webhook_subscriptions SET state = 'active', disabled_reason = NULL, disabled_at = NULL,
+        failures = 0, failing_since = NULL, next_attempt_at = now() WHERE id = ${id} ${scoped} AND state = 'disabled'`,
     )
-    return rows.map((row) => toClaimedDelivery(row, lease))
+    return (await this.listSubscriptions({ id, accountId }))[0]
   }
 
-  async finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void> {
+  async claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]> {
     const sql = this.#sql
-    const id = BigInt(delivery.id)
-    if (outcome.state === 'delivered') {
-      await guard(() => sql`DELETE FROM webhook_deliveries WHERE id = ${id} AND lease = ${delivery.lease}`)
-      return
-    }
-    const state = outcome.state === 'retry' ? 'pending' : 'failed'
-    const next = outcome.state === 'retry' ? outcome.nextAttemptAt : new Date()
-    await guard(
-      () => sql`UPDATE webhook_deliveries SET state = ${state}, attempts = attempts + 1, next_attempt_at = ${next},
-        lease = NULL, last_status = ${outcome.status}, last_error = ${outcome.error}
-        WHERE id = ${id} AND lease = ${delivery.lease}`,
+    const lease = randomUUID()
+    // SKIP LOCKED: two dispatchers never lease the same subscription, and a claim never waits on a plant change
+    // queueing an event. The choice is the SQLite backend's (see CHOOSE there): ready subscriptions in due order
+    // off the partial index, accounts at their lease cap skipped, accounts holding fewer leases first.
+    const rows = await guard(
+      () => sql<ClaimRow[]>`WITH busy AS (
+          SELECT account_id, count(*) AS n FROM webhook_subscriptions
+          WHERE lease IS NOT NULL AND next_attempt_at > now() GROUP BY account_id),
+        candidates AS (
+          SELECT id, account_id, next_attempt_at FROM webhook_subscriptions
+          WHERE state = 'active' AND queued > 0 AND next_attempt_at <= now()
+            AND account_id NOT IN (SELECT account_id FROM busy WHERE n >= ${perAccount})
+          ORDER BY next_attempt_at LIMIT ${claimWindow(limit)} FOR UPDATE SKIP LOCKED),
+        ranked AS (
+          SELECT c.id, c.next_attempt_at,
+            row_number() OVER (PARTITION BY c.account_id ORDER BY c.next_attempt_at, c.id) + coalesce(b.n, 0) AS share
+          FROM candidates c LEFT JOIN busy b ON b.account_id = c.account_id),
+        chosen AS (SELECT id FROM ranked WHERE share <= ${perAccount} ORDER BY share, next_attempt_at LIMIT ${limit}),
+        leased AS (
+          UPDATE webhook_subscriptions s SET lease = ${lease},
+            next_attempt_at = now() + ${leaseMs} * interval '1 millisecond'
+          FROM chosen WHERE s.id = chosen.id RETURNING s.id, s.url, s.secret, s.failures, s.failing_since),
+        heads AS (
+          UPDATE webhook_deliveries d SET first_attempt_at = coalesce(d.first_attempt_at, now())
+          FROM leased CROSS JOIN LATERAL (SELECT o.id FROM webhook_deliveries o
+            WHERE o.subscription_id = leased.id AND o.state = 'pending' ORDER BY o.id LIMIT 1) h
+          WHERE d.id = h.id
+          RETURNING d.id::text AS id, d.event_id, d.event_type, d.body, d.created_at, d.first_attempt_at, d.attempts,
+            d.subscription_id)
+        SELECT heads.*, leased.id AS leased_id, leased.url, leased.secret, leased.failures, leased.failing_since
+        FROM leased LEFT JOIN heads ON heads.subscription_id = leased.id`,
     )
+    const empty = rows.filter((row) => row.id === null).map((row) => row.leased_id)
+    // A count that says "queued" with nothing behind it would be claimed forever: set it right.
+    if (empty.length > 0) {
+      await guard(() => sql`UPDATE webhook_subscriptions SET queued = 0, lease = NULL WHERE id IN ${sql(empty)}`)
+    }
+    return rows.filter((row) => row.id !== null).map((row) => toClaimedDelivery(row, lease))
+  }
+
+  async finishDelivery(
+    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
+    outcome: DeliveryOutcome,
+  ): Promise<void> {
+    await guard(() => this.#sql.begin((tx) => this.#finish(tx, delivery, outcome)))
+  }
+
+  // The subscription's row is locked first, as a plant change queueing an event does, so the two never deadlock.
+  async #finish(
+    tx: TransactionSql,
+    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
+    outcome: DeliveryOutcome,
+  ): Promise<void> {
+    const subscriptionId = delivery.subscriptionId
+    const [held] = await tx`SELECT 1 FROM webhook_subscriptions
+      WHERE id = ${subscriptionId} AND lease = ${delivery.lease} FOR UPDATE`
+    // Another claim holds the subscription now (this one outlived its lease): its record is the one that counts.
+    if (held === undefined) return
+    const id = BigInt(delivery.id)
+    const delivered = outcome.state === 'delivered'
+    let dequeued = 0
+    if (delivered) {
+      // The row goes; one fewer queued only if it still counted as queued (not failed by a disabling).
+      const [gone] = await tx<{ state: string }[]>`DELETE FROM webhook_deliveries WHERE id = ${id} RETURNING state`
+      dequeued = gone?.state === 'pending' ? 1 : 0
+    } else {
+      await tx`UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ${outcome.status},
+        last_error = ${outcome.error} WHERE id = ${id} AND state = 'pending'`
+    }
+    const next = outcome.state === 'retry' ? outcome.nextAttemptAt : new Date()
+    const [row] = await tx<{ made: number }[]>`UPDATE webhook_subscriptions SET lease = NULL,
+        attempts_made = attempts_made + 1,
+        failures = CASE WHEN ${delivered} THEN 0 ELSE failures + 1 END,
+        failing_since = CASE WHEN ${delivered} THEN NULL ELSE coalesce(failing_since, ${outcome.startedAt}) END,
+        next_attempt_at = ${next}, queued = queued - ${dequeued}
+      WHERE id = ${subscriptionId} RETURNING attempts_made AS made`
+    await tx`INSERT INTO webhook_attempts
+        (subscription_id, slot, event_id, event_type, outcome, started_at, duration_ms, status, error)
+      VALUES (${subscriptionId}, ${row!.made % ATTEMPTS_KEPT}, ${delivery.eventId}, ${delivery.eventType},
+        ${outcome.state}, ${outcome.startedAt}, ${Math.round(outcome.durationMs)}, ${outcome.status}, ${outcome.error})
+      ON CONFLICT (subscription_id, slot) DO UPDATE SET event_id = excluded.event_id,
+        event_type = excluded.event_type, outcome = excluded.outcome, started_at = excluded.started_at,
+        duration_ms = excluded.duration_ms, status = excluded.status, error = excluded.error`
+    if (outcome.state === 'failed') await disable(tx, subscriptionId, 'failing')
+  }
+
+  async purgeFailedDeliveries(before: Date, limit: number): Promise<number> {
+    const sql = this.#sql
+    const result = await guard(
+      () => sql`DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries
+        WHERE state = 'failed' AND failed_at < ${before} ORDER BY failed_at LIMIT ${limit})`,
+    )
+    return result.count
+  }
+
+  async deliveryHistory(
+    subscriptionId: string,
+    limit: number,
+  ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }> {
+    const sql = this.#sql
+    const attempts = await guard(
+      () => sql<AttemptRecord[]>`SELECT event_id AS "eventId", event_type AS "eventType", outcome,
+          started_at AS "startedAt", duration_ms AS "durationMs", status, error
+        FROM webhook_attempts WHERE subscription_id = ${subscriptionId} ORDER BY started_at DESC, slot DESC`,
+    )
+    const failed = await guard(
+      () => sql<FailedDelivery[]>`SELECT event_id AS "eventId", event_type AS "eventType", created_at AS "createdAt",
+          failed_at AS "failedAt", attempts, last_status AS "lastStatus", last_error AS "lastError"
+        FROM webhook_deliveries WHERE subscription_id = ${subscriptionId} AND state = 'failed'
+        ORDER BY id DESC LIMIT ${limit}`,
+    )
+    return { attempts: [...attempts], failed: [...failed] }
   }
 
   async countPendingDeliveries(): Promise<number> {
     const sql = this.#sql
     const [row] = await guard(
-      () => sql<{ n: bigint }[]>`SELECT count(*) AS n FROM webhook_deliveries d
-        JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.state = 'pending'`,
+      () => sql<{ n: bigint }[]>`SELECT coalesce(sum(queued), 0)::bigint AS n FROM webhook_subscriptions`,
     )
     return Number(row!.n)
   }
+}
+
+/** Disables a subscription: its queued deliveries fail (those of an earlier disabling go, bounding them). */
+async function disable(tx: TransactionSql, id: string, reason: DisabledReason): Promise<void> {
+  await tx`DELETE FROM webhook_deliveries WHERE subscription_id = ${id} AND state = 'failed'`
+  await tx`UPDATE webhook_deliveries SET state = 'failed', failed_at = now(),
+    last_error = coalesce(last_error, ${GIVEN_UP[reason]}) WHERE subscription_id = ${id} AND state = 'pending'`
+  await tx`UPDATE webhook_subscriptions SET state = 'disabled', disabled_reason = ${reason}, disabled_at = now(),
+    queued = 0, failures = 0, failing_since = NULL WHERE id = ${id}`
 }

@@ -13,6 +13,11 @@ import {
   type DeliveryOutcome,
   type NewSubscription,
   type Subscription,
+  type AttemptRecord,
+  type FailedDelivery,
+  type StorageLimits,
+  NO_LIMITS,
+  QuotaExceededError,
 } from '../types.js'
 import { createdBody, deletedBody, newEventId } from '../../webhooks/events.js'
 import { ensureAccount } from './accounts.js'
@@ -106,6 +111,7 @@ export class SqliteStorage implements Storage {
   readonly #db: Database.Database
   readonly #pages: Map<string, Statement>
   readonly #insertPlant: Statement
+  readonly #plantsQuota: number
   readonly #getPlant: Statement
   readonly #deletePlant: Statement
   readonly #findToken: Statement
@@ -119,9 +125,10 @@ export class SqliteStorage implements Storage {
 
   /**
    * `busyTimeoutMs`: how long a write waits for another process's lock before the request gets 503;
-   * `migrate`: apply pending migrations (default) or refuse a database whose schema is behind.
+   * `migrate`: apply pending migrations (default) or refuse a database whose schema is behind; `limits`: the
+   * per-account quotas (none by default).
    */
-  constructor(file: string, options: { busyTimeoutMs?: number; migrate?: boolean } = {}) {
+  constructor(file: string, options: { busyTimeoutMs?: number; migrate?: boolean; limits?: StorageLimits } = {}) {
     this.#busyTimeoutMs = options.busyTimeoutMs ?? 5000
     const db = (this.#db = guard(() => open(file, this.#busyTimeoutMs)))
     try {
@@ -131,9 +138,16 @@ export class SqliteStorage implements Storage {
       throw err
     }
     this.#pages = new Map()
+    const limits = options.limits ?? NO_LIMITS
+    // The quota is checked in the insert itself; the count is kept by triggers on plants (migration 4).
     this.#insertPlant = db.prepare(
-      'INSERT INTO plants (account_id, id, name, tag) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      limits.plantsPerAccount === 0
+        ? 'INSERT INTO plants (account_id, id, name, tag) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING'
+        : `INSERT INTO plants (account_id, id, name, tag) SELECT :account, :id, :name, :tag
+           WHERE coalesce((SELECT plants FROM plant_counts WHERE account_id = :account AND stripe = 0), 0) < ${limits.plantsPerAccount}
+           ON CONFLICT DO NOTHING`,
     )
+    this.#plantsQuota = limits.plantsPerAccount
     this.#getPlant = db.prepare('SELECT name, tag FROM plants WHERE account_id = ? AND id = ?')
     this.#deletePlant = db.prepare('DELETE FROM plants WHERE account_id = ? AND id = ?')
     this.#findToken = db.prepare(
@@ -143,7 +157,7 @@ export class SqliteStorage implements Storage {
       'INSERT INTO storage_probe (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at',
     )
     this.#writes = new GroupCommit(db)
-    this.#webhooks = new SqliteWebhooks(db, this.#writes)
+    this.#webhooks = new SqliteWebhooks(db, this.#writes, limits)
     // Inside a group-commit batch these nest as savepoints: the plant change and its events stand or fall together.
     this.#createWithEvents = db.transaction((accountId: number, plant: StoredPlant) => {
       const outcome = this.#insert(accountId, plant)
@@ -167,8 +181,14 @@ export class SqliteStorage implements Storage {
   }
 
   #insert(accountId: number, plant: StoredPlant): CreateOutcome {
-    if (this.#insertPlant.run(accountId, plant.id, plant.name, plant.tag).changes === 1) return 'created'
-    const existing = this.#getPlant.get(accountId, plant.id) as { name: string; tag: string | null }
+    const inserted =
+      this.#plantsQuota > 0
+        ? this.#insertPlant.run({ account: accountId, id: plant.id, name: plant.name, tag: plant.tag })
+        : this.#insertPlant.run(accountId, plant.id, plant.name, plant.tag)
+    if (inserted.changes === 1) return 'created'
+    const existing = this.#getPlant.get(accountId, plant.id) as { name: string; tag: string | null } | undefined
+    // Writes are serialised: nothing inserted and no such plant can only mean the quota refused it.
+    if (existing === undefined) throw new QuotaExceededError('plants', this.#plantsQuota)
     return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
   }
 
@@ -299,12 +319,30 @@ export class SqliteStorage implements Storage {
     return this.#webhooks.deleteSubscription(id, accountId)
   }
 
-  claimDeliveries(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-    return this.#webhooks.claimDeliveries(limit, leaseMs, (fn) => this.#briefly(fn))
+  enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined> {
+    return this.#webhooks.enableSubscription(id, accountId)
   }
 
-  finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void> {
+  claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]> {
+    return this.#webhooks.claimDeliveries(limit, leaseMs, perAccount, (fn) => this.#briefly(fn))
+  }
+
+  finishDelivery(
+    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
+    outcome: DeliveryOutcome,
+  ): Promise<void> {
     return this.#webhooks.finishDelivery(delivery, outcome)
+  }
+
+  purgeFailedDeliveries(before: Date, limit: number): Promise<number> {
+    return this.#webhooks.purgeFailedDeliveries(before, limit)
+  }
+
+  deliveryHistory(
+    subscriptionId: string,
+    limit: number,
+  ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }> {
+    return this.#webhooks.deliveryHistory(subscriptionId, limit)
   }
 
   countPendingDeliveries(): Promise<number> {

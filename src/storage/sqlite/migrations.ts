@@ -67,6 +67,60 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       CREATE INDEX webhook_deliveries_by_subscription ON webhook_deliveries (subscription_id, state, id);
     `,
   },
+  {
+    version: 4,
+    // Quotas and fair delivery. plant_counts: plants per account, kept by triggers in the statement that changes
+    // plants (one stripe here; PostgreSQL spreads an account over several to avoid one hot row). Subscriptions get
+    // a state, their queue length, and the backoff and lease of their next attempt: claims read subscriptions that
+    // are ready, never the queued rows behind them. webhook_attempts: the last attempts of each subscription, a ring.
+    sql: `
+      CREATE TABLE plant_counts (
+        account_id INTEGER NOT NULL,
+        stripe INTEGER NOT NULL,
+        plants INTEGER NOT NULL,
+        PRIMARY KEY (account_id, stripe)
+      ) WITHOUT ROWID;
+      INSERT INTO plant_counts (account_id, stripe, plants) SELECT account_id, 0, count(*) FROM plants GROUP BY account_id;
+      CREATE TRIGGER plants_counted_on_insert AFTER INSERT ON plants BEGIN
+        INSERT INTO plant_counts (account_id, stripe, plants) VALUES (NEW.account_id, 0, 1)
+          ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plants + 1;
+      END;
+      CREATE TRIGGER plants_counted_on_delete AFTER DELETE ON plants BEGIN
+        UPDATE plant_counts SET plants = plants - 1 WHERE account_id = OLD.account_id AND stripe = 0;
+      END;
+      DELETE FROM webhook_deliveries WHERE subscription_id NOT IN (SELECT id FROM webhook_subscriptions);
+      ALTER TABLE webhook_subscriptions ADD COLUMN state TEXT NOT NULL DEFAULT 'active';
+      ALTER TABLE webhook_subscriptions ADD COLUMN disabled_reason TEXT;
+      ALTER TABLE webhook_subscriptions ADD COLUMN disabled_at INTEGER;
+      ALTER TABLE webhook_subscriptions ADD COLUMN queued INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE webhook_subscriptions ADD COLUMN next_attempt_at INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE webhook_subscriptions ADD COLUMN lease TEXT;
+      ALTER TABLE webhook_subscriptions ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE webhook_subscriptions ADD COLUMN failing_since INTEGER;
+      ALTER TABLE webhook_subscriptions ADD COLUMN attempts_made INTEGER NOT NULL DEFAULT 0;
+      UPDATE webhook_subscriptions SET queued = (SELECT count(*) FROM webhook_deliveries d
+        WHERE d.subscription_id = webhook_subscriptions.id AND d.state = 'pending');
+      CREATE INDEX webhook_subscriptions_ready ON webhook_subscriptions (next_attempt_at)
+        WHERE state = 'active' AND queued > 0;
+      CREATE INDEX webhook_subscriptions_leased ON webhook_subscriptions (account_id) WHERE lease IS NOT NULL;
+      ALTER TABLE webhook_deliveries ADD COLUMN failed_at INTEGER;
+      UPDATE webhook_deliveries SET failed_at = next_attempt_at, lease = NULL WHERE state = 'failed';
+      DROP INDEX webhook_deliveries_due;
+      CREATE INDEX webhook_deliveries_failed ON webhook_deliveries (failed_at) WHERE state = 'failed';
+      CREATE TABLE webhook_attempts (
+        subscription_id TEXT NOT NULL,
+        slot INTEGER NOT NULL,
+        event_id TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        status INTEGER,
+        error TEXT,
+        PRIMARY KEY (subscription_id, slot)
+      ) WITHOUT ROWID;
+    `,
+  },
 ]
 
 /** Versions this release needs that the database lacks. */

@@ -1,8 +1,20 @@
 import { randomUUID } from 'node:crypto'
 import type { Database, Statement } from 'better-sqlite3'
 import type { EventType } from '../../webhooks/events.js'
-import type { ClaimedDelivery, DeliveryOutcome, NewSubscription, Subscription } from '../types.js'
+import {
+  ATTEMPTS_KEPT,
+  QuotaExceededError,
+  type AttemptRecord,
+  type ClaimedDelivery,
+  type DeliveryOutcome,
+  type DisabledReason,
+  type FailedDelivery,
+  type NewSubscription,
+  type StorageLimits,
+  type Subscription,
+} from '../types.js'
 import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
+import { claimWindow, GIVEN_UP, wants } from '../webhook-rules.js'
 import { ensureAccount } from './accounts.js'
 import { guard } from './errors.js'
 import type { GroupCommit } from './group-commit.js'
@@ -14,9 +26,17 @@ interface SubscriptionRow {
   url: string
   event_types: string
   created_at: number
+  state: 'active' | 'disabled'
+  disabled_reason: DisabledReason | null
+  disabled_at: number | null
+  queued: number
+  failing_since: number | null
 }
 
-const SUBSCRIPTION_COLUMNS = `s.id, s.account_id, a.name AS account_name, s.url, s.event_types, s.created_at`
+const SUBSCRIPTION_COLUMNS = `s.id, s.account_id, a.name AS account_name, s.url, s.event_types, s.created_at, s.state,
+  s.disabled_reason, s.disabled_at, s.queued, s.failing_since`
+
+const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms))
 
 function toSubscription(row: SubscriptionRow): Subscription {
   return {
@@ -26,63 +46,166 @@ function toSubscription(row: SubscriptionRow): Subscription {
     url: row.url,
     eventTypes: row.event_types.split(' ') as EventType[],
     createdAt: new Date(row.created_at),
+    state: row.state,
+    disabledReason: row.disabled_reason,
+    disabledAt: dateOrNull(row.disabled_at),
+    queued: row.queued,
+    failingSince: dateOrNull(row.failing_since),
   }
 }
 
-// Due, and the oldest pending delivery of its subscription: one attempt in flight per subscription, in order.
-const DUE = `state = 'pending' AND next_attempt_at <= ?
-  AND id = (SELECT min(o.id) FROM webhook_deliveries o WHERE o.subscription_id = d.subscription_id AND o.state = 'pending')`
+// The subscriptions to lease next, fairly: among those ready (active, something queued, backoff and lease over),
+// skip accounts already holding `perAccount` leases; rank each account's candidates after the leases it holds, and
+// take the lowest ranks first, so an account holding fewer attempts in flight goes before one holding more. The
+// candidates come off the partial index in due order, at most `window` of them: the work is bounded whatever the
+// backlog.
+const CHOOSE = `WITH busy AS (
+    SELECT account_id, count(*) AS n FROM webhook_subscriptions
+    WHERE lease IS NOT NULL AND next_attempt_at > :now GROUP BY account_id),
+  candidates AS (
+    SELECT id, account_id, next_attempt_at FROM webhook_subscriptions
+    WHERE state = 'active' AND queued > 0 AND next_attempt_at <= :now
+      AND account_id NOT IN (SELECT account_id FROM busy WHERE n >= :perAccount)
+    ORDER BY next_attempt_at LIMIT :window),
+  ranked AS (
+    SELECT c.id, c.next_attempt_at,
+      row_number() OVER (PARTITION BY c.account_id ORDER BY c.next_attempt_at, c.id) + coalesce(b.n, 0) AS share
+    FROM candidates c LEFT JOIN busy b ON b.account_id = c.account_id)
+  SELECT id FROM ranked WHERE share <= :perAccount ORDER BY share, next_attempt_at LIMIT :limit`
 
 /** Webhook subscriptions and the outbox of deliveries, on the SQLite connection of the storage. */
 export class SqliteWebhooks {
   readonly #db: Database
   readonly #writes: GroupCommit
-  readonly #hasSubscriptions: Statement
-  readonly #queue: Statement
-  readonly #anyDue: Statement
-  readonly #due: Statement
+  readonly #limits: StorageLimits
+  readonly #hasActive: Statement
+  readonly #active: Statement
+  readonly #insertDelivery: Statement
+  readonly #countQueued: Statement
+  readonly #anyReady: Statement
+  readonly #choose: Statement
   readonly #lease: Statement
-  readonly #claimed: Statement
+  readonly #head: Statement
+  readonly #startHead: Statement
+  readonly #emptied: Statement
+  readonly #holds: Statement
+  readonly #remove: Statement
+  readonly #failedAttempt: Statement
+  readonly #release: Statement
+  readonly #recordAttempt: Statement
+  readonly #disable: Statement
+  readonly #failQueued: Statement
+  readonly #clearFailed: Statement
 
-  constructor(db: Database, writes: GroupCommit) {
+  constructor(db: Database, writes: GroupCommit, limits: StorageLimits) {
     this.#db = db
     this.#writes = writes
-    this.#hasSubscriptions = db.prepare('SELECT 1 FROM webhook_subscriptions WHERE account_id = ? LIMIT 1').pluck()
-    this.#queue = db.prepare(
+    this.#limits = limits
+    this.#hasActive = db
+      .prepare("SELECT 1 FROM webhook_subscriptions WHERE account_id = ? AND state = 'active' LIMIT 1")
+      .pluck()
+    this.#active = db.prepare(
+      "SELECT id, queued, event_types FROM webhook_subscriptions WHERE account_id = ? AND state = 'active'",
+    )
+    this.#insertDelivery = db.prepare(
       `INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
-       SELECT id, ?, ?, ?, ?, ? FROM webhook_subscriptions
-       WHERE account_id = ? AND instr(' ' || event_types || ' ', ' ' || ? || ' ') > 0`,
+       VALUES (?, ?, ?, ?, ?, ?)`,
     )
-    this.#anyDue = db.prepare(`SELECT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE ${DUE})`).pluck()
-    this.#due = db.prepare(`SELECT id FROM webhook_deliveries d WHERE ${DUE} ORDER BY id LIMIT ?`).pluck()
-    this.#lease = db.prepare(
-      `UPDATE webhook_deliveries SET lease = ?, next_attempt_at = ?, first_attempt_at = coalesce(first_attempt_at, ?)
-       WHERE id = ?`,
-    )
-    this.#claimed = db.prepare(
+    this.#countQueued = db.prepare('UPDATE webhook_subscriptions SET queued = queued + ? WHERE id = ?')
+    this.#anyReady = db
+      .prepare(
+        `SELECT EXISTS (SELECT 1 FROM webhook_subscriptions
+         WHERE state = 'active' AND queued > 0 AND next_attempt_at <= ?)`,
+      )
+      .pluck()
+    this.#choose = db.prepare(CHOOSE).pluck()
+    this.#lease = db.prepare('UPDATE webhook_subscriptions SET lease = ?, next_attempt_at = ? WHERE id = ?')
+    this.#head = db.prepare(
       `SELECT d.id, d.event_id, d.event_type, d.body, d.created_at, d.first_attempt_at, d.attempts, d.subscription_id,
-         s.url, s.secret
-       FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id WHERE d.id = ?`,
+         s.url, s.secret, s.failures, s.failing_since
+       FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+       WHERE d.subscription_id = ? AND d.state = 'pending' ORDER BY d.id LIMIT 1`,
     )
+    this.#startHead = db.prepare(
+      'UPDATE webhook_deliveries SET first_attempt_at = coalesce(first_attempt_at, ?) WHERE id = ?',
+    )
+    // A count that says "queued" with nothing behind it would be claimed forever: set it right.
+    this.#emptied = db.prepare('UPDATE webhook_subscriptions SET queued = 0, lease = NULL WHERE id = ?')
+    this.#holds = db.prepare('SELECT 1 FROM webhook_subscriptions WHERE id = ? AND lease = ?').pluck()
+    this.#remove = db.prepare("DELETE FROM webhook_deliveries WHERE id = ? RETURNING state = 'pending'").pluck()
+    this.#failedAttempt = db.prepare(
+      `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?, last_error = ?
+       WHERE id = ? AND state = 'pending'`,
+    )
+    // A success ends a run of failures; a failure extends it, the first one starting the give-up clock.
+    this.#release = db
+      .prepare(
+        `UPDATE webhook_subscriptions SET lease = NULL, attempts_made = attempts_made + 1,
+           failures = CASE WHEN :delivered THEN 0 ELSE failures + 1 END,
+           failing_since = CASE WHEN :delivered THEN NULL ELSE coalesce(failing_since, :startedAt) END,
+           next_attempt_at = :next, queued = queued - :dequeued
+         WHERE id = :id RETURNING attempts_made`,
+      )
+      .pluck()
+    this.#recordAttempt = db.prepare(
+      `INSERT INTO webhook_attempts
+         (subscription_id, slot, event_id, event_type, outcome, started_at, duration_ms, status, error)
+       VALUES (:subscription, :slot, :eventId, :eventType, :outcome, :startedAt, :durationMs, :status, :error)
+       ON CONFLICT (subscription_id, slot) DO UPDATE SET event_id = excluded.event_id,
+         event_type = excluded.event_type, outcome = excluded.outcome, started_at = excluded.started_at,
+         duration_ms = excluded.duration_ms, status = excluded.status, error = excluded.error`,
+    )
+    this.#disable = db.prepare(
+      `UPDATE webhook_subscriptions SET state = 'disabled', disabled_reason = ?, disabled_at = ?, queued = 0,
+         failures = 0, failing_since = NULL WHERE id = ?`,
+    )
+    this.#failQueued = db.prepare(
+      `UPDATE webhook_deliveries SET state = 'failed', failed_at = ?, last_error = coalesce(last_error, ?)
+       WHERE subscription_id = ? AND state = 'pending'`,
+    )
+    this.#clearFailed = db.prepare("DELETE FROM webhook_deliveries WHERE subscription_id = ? AND state = 'failed'")
   }
 
-  /** True when the account has a subscription, so its plant changes must queue events. */
+  /** True when the account has an active subscription, so its plant changes must queue events. */
   hasSubscriptions(accountId: number): boolean {
-    return this.#hasSubscriptions.get(accountId) !== undefined
+    return this.#hasActive.get(accountId) !== undefined
   }
 
-  /** Queues `type` for every subscription of the account that wants it; call inside the change's transaction. */
+  /**
+   * Queues `type` for every active subscription of the account that wants it; one at its cap is disabled instead.
+   * Call inside the change's transaction.
+   */
   queue(accountId: number, type: EventType, eventId: string, body: string): void {
     const now = Date.now()
-    this.#queue.run(eventId, type, body, now, now, accountId, type)
+    const cap = this.#limits.queuedPerSubscription
+    const subscriptions = this.#active.all(accountId) as Array<{ id: string; queued: number; event_types: string }>
+    for (const subscription of subscriptions) {
+      if (!wants(subscription.event_types, type)) continue
+      if (cap > 0 && subscription.queued >= cap) {
+        this.#disableNow(subscription.id, 'backlog', now)
+        continue
+      }
+      this.#insertDelivery.run(subscription.id, eventId, type, body, now, now)
+      this.#countQueued.run(1, subscription.id)
+    }
+  }
+
+  /** Disables a subscription: its queued deliveries fail (those of an earlier disabling go, bounding them). */
+  #disableNow(id: string, reason: DisabledReason, now: number): void {
+    this.#clearFailed.run(id)
+    this.#failQueued.run(now, GIVEN_UP[reason], id)
+    this.#disable.run(reason, now, id)
   }
 
   async createSubscription(subscription: NewSubscription): Promise<Subscription> {
     const db = this.#db
+    const max = this.#limits.subscriptionsPerAccount
     guard(() =>
       db
         .transaction(() => {
           const accountId = ensureAccount(db, subscription.accountName)
+          const count = db.prepare('SELECT count(*) FROM webhook_subscriptions WHERE account_id = ?').pluck()
+          if (max > 0 && (count.get(accountId) as number) >= max) throw new QuotaExceededError('subscriptions', max)
           db.prepare(
             `INSERT INTO webhook_subscriptions (id, account_id, url, secret, event_types, created_at)
              VALUES (?, ?, ?, ?, ?, ?)`,
@@ -124,45 +247,169 @@ export class SqliteWebhooks {
       const scoped = accountId === undefined ? '' : ' AND account_id = ?'
       const args = accountId === undefined ? [id] : [id, accountId]
       if (db.prepare(`DELETE FROM webhook_subscriptions WHERE id = ?${scoped}`).run(...args).changes === 0) return false
-      db.prepare("DELETE FROM webhook_deliveries WHERE subscription_id = ? AND state = 'pending'").run(id)
+      db.prepare('DELETE FROM webhook_deliveries WHERE subscription_id = ?').run(id)
+      db.prepare('DELETE FROM webhook_attempts WHERE subscription_id = ?').run(id)
       return true
     })
     return guard(() => remove.immediate())
   }
 
-  /** Claims due deliveries; `busy` runs the claim with a short wait for another process's lock. */
-  async claimDeliveries(limit: number, leaseMs: number, busy: <T>(fn: () => T) => T): Promise<ClaimedDelivery[]> {
+  async enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined> {
+    const scoped = accountId === undefined ? '' : ' AND account_id = ?'
+    const args = accountId === undefined ? [id] : [id, accountId]
+    // Only a disabled one changes: enabling an active subscription must not reset its failures or backoff.
+    const sql = `UPDATE webhook_subscriptions SET state = 'active', disabled_reason = NULL, disabled_at = NULL,
+      failures = 0, failing_since = NULL, next_attempt_at = ? WHERE id = ?${scoped} AND state = 'disabled'`
+    await this.#writes.run(() => this.#db.prepare(sql).run(Date.now(), ...args))
+    return (await this.listSubscriptions({ id, accountId }))[0]
+  }
+
+  /** Claims attempts (see Storage); `busy` runs the claim with a short wait for another process's lock. */
+  async claimDeliveries(
+    limit: number,
+    leaseMs: number,
+    perAccount: number,
+    busy: <T>(fn: () => T) => T,
+  ): Promise<ClaimedDelivery[]> {
     const now = Date.now()
     // A read first: an idle outbox costs no write lock.
-    if (guard(() => this.#anyDue.get(now)) === 0) return []
+    if (guard(() => this.#anyReady.get(now)) === 0) return []
     const lease = randomUUID()
     const claim = this.#db.transaction(() => {
-      const ids = this.#due.all(now, limit) as number[]
-      for (const id of ids) this.#lease.run(lease, now + leaseMs, now, id)
-      return ids.map((id) => this.#claimed.get(id) as DeliveryRow)
+      const ids = this.#choose.all({ now, perAccount, limit, window: claimWindow(limit) }) as string[]
+      const rows: DeliveryRow[] = []
+      for (const id of ids) {
+        const head = this.#head.get(id) as DeliveryRow | undefined
+        if (head === undefined) {
+          this.#emptied.run(id)
+          continue
+        }
+        this.#lease.run(lease, now + leaseMs, id)
+        this.#startHead.run(now, head.id)
+        rows.push({ ...head, first_attempt_at: head.first_attempt_at ?? now })
+      }
+      return rows
     })
     const rows = busy(() => guard(() => claim.immediate()))
     return rows.map((row) => toClaimedDelivery(row, lease))
   }
 
-  finishDelivery(delivery: Pick<ClaimedDelivery, 'id' | 'lease'>, outcome: DeliveryOutcome): Promise<void> {
-    const key = [Number(delivery.id), delivery.lease]
-    const db = this.#db
-    return this.#writes.run(() => {
-      if (outcome.state === 'delivered') {
-        db.prepare('DELETE FROM webhook_deliveries WHERE id = ? AND lease = ?').run(...key)
-        return
-      }
-      const next = outcome.state === 'retry' ? outcome.nextAttemptAt.getTime() : Date.now()
-      db.prepare(
-        `UPDATE webhook_deliveries SET state = ?, attempts = attempts + 1, next_attempt_at = ?, lease = NULL,
-           last_status = ?, last_error = ? WHERE id = ? AND lease = ?`,
-      ).run(outcome.state === 'retry' ? 'pending' : 'failed', next, outcome.status, outcome.error, ...key)
+  finishDelivery(
+    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
+    outcome: DeliveryOutcome,
+  ): Promise<void> {
+    const finish = this.#db.transaction(() => this.#finish(delivery, outcome))
+    return this.#writes.run(() => finish())
+  }
+
+  #finish(
+    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
+    outcome: DeliveryOutcome,
+  ): void {
+    // Another claim holds the subscription now (this one outlived its lease): its record is the one that counts.
+    if (this.#holds.get(delivery.subscriptionId, delivery.lease) === undefined) return
+    const now = Date.now()
+    const id = Number(delivery.id)
+    const delivered = outcome.state === 'delivered'
+    // Delivered: the row goes; one fewer queued only if it still counted as queued (not failed by a disabling).
+    const dequeued = delivered ? ((this.#remove.get(id) as number | undefined) ?? 0) : 0
+    if (!delivered) this.#failedAttempt.run(outcome.status, outcome.error, id)
+    const made = this.#release.get({
+      delivered: delivered ? 1 : 0,
+      startedAt: outcome.startedAt.getTime(),
+      next: outcome.state === 'retry' ? outcome.nextAttemptAt.getTime() : now,
+      dequeued,
+      id: delivery.subscriptionId,
+    }) as number
+    this.#record(delivery, outcome, made)
+    if (outcome.state === 'failed') this.#disableNow(delivery.subscriptionId, 'failing', now)
+  }
+
+  #record(
+    delivery: Pick<ClaimedDelivery, 'subscriptionId' | 'eventId' | 'eventType'>,
+    outcome: DeliveryOutcome,
+    made: number,
+  ): void {
+    this.#recordAttempt.run({
+      subscription: delivery.subscriptionId,
+      slot: made % ATTEMPTS_KEPT,
+      eventId: delivery.eventId,
+      eventType: delivery.eventType,
+      outcome: outcome.state,
+      startedAt: outcome.startedAt.getTime(),
+      durationMs: Math.round(outcome.durationMs),
+      status: outcome.status,
+      error: outcome.error,
     })
   }
 
+  purgeFailedDeliveries(before: Date, limit: number): Promise<number> {
+    const sql = `DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries
+      WHERE state = 'failed' AND failed_at < ? ORDER BY failed_at LIMIT ?)`
+    return this.#writes.run(() => this.#db.prepare(sql).run(before.getTime(), limit).changes)
+  }
+
+  async deliveryHistory(
+    subscriptionId: string,
+    limit: number,
+  ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }> {
+    const db = this.#db
+    const attempts = guard(() =>
+      db
+        .prepare(
+          `SELECT event_id, event_type, outcome, started_at, duration_ms, status, error FROM webhook_attempts
+           WHERE subscription_id = ? ORDER BY started_at DESC, slot DESC`,
+        )
+        .all(subscriptionId),
+    ) as Array<{
+      event_id: string
+      event_type: EventType
+      outcome: DeliveryOutcome['state']
+      started_at: number
+      duration_ms: number
+      status: number | null
+      error: string | null
+    }>
+    const failed = guard(() =>
+      db
+        .prepare(
+          `SELECT event_id, event_type, created_at, failed_at, attempts, last_status, last_error FROM webhook_deliveries
+           WHERE subscription_id = ? AND state = 'failed' ORDER BY id DESC LIMIT ?`,
+        )
+        .all(subscriptionId, limit),
+    ) as Array<{
+      event_id: string
+      event_type: EventType
+      created_at: number
+      failed_at: number
+      attempts: number
+      last_status: number | null
+      last_error: string | null
+    }>
+    return {
+      attempts: attempts.map((row) => ({
+        eventId: row.event_id,
+        eventType: row.event_type,
+        outcome: row.outcome,
+        startedAt: new Date(row.started_at),
+        durationMs: row.duration_ms,
+        status: row.status,
+        error: row.error,
+      })),
+      failed: failed.map((row) => ({
+        eventId: row.event_id,
+        eventType: row.event_type,
+        createdAt: new Date(row.created_at),
+        failedAt: new Date(row.failed_at),
+        attempts: row.attempts,
+        lastStatus: row.last_status,
+        lastError: row.last_error,
+      })),
+    }
+  }
+
   async countPendingDeliveries(): Promise<number> {
-    const sql = "SELECT count(*) FROM webhook_deliveries WHERE state = 'pending'"
+    const sql = 'SELECT coalesce(sum(queued), 0) FROM webhook_subscriptions'
     return guard(() => this.#db.prepare(sql).pluck().get()) as number
   }
 }
