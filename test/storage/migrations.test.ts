@@ -98,8 +98,7 @@ async function atVersion3(url: string): Promise<void> {
   )
   const script = [
     'CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at ' +
-      (file ? 'INTEGER' : 'timestamptz') +
-      ' NOT NULL)',
+      (file ? 'INTEGER NOT NULL)' : 'timestamptz NOT NULL DEFAULT now())'),
     ...schema.map((migration) => migration.sql),
     ...versions,
     ...rows,
