@@ -28,7 +28,13 @@ Runs the HTTP service. Flags override the environment:
                    REDIS_URL     share rate limits across instances
                    TRUST_PROXY   proxies whose X-Forwarded-For names the client (default false)
                    PLANTSTORE_METRICS_TOKEN    when set, GET /metrics needs it as a bearer token
-                   PLANTSTORE_BOOTSTRAP_TOKEN  the first token of an empty store`
+                   PLANTSTORE_BOOTSTRAP_TOKEN  the first token of an empty store
+                   PLANTSTORE_MAX_PLANTS_PER_ACCOUNT  plants per account (default 1000000; 0 for none), then 409
+                   PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT  webhook subscriptions per account (default 10), then 409
+                   PLANTSTORE_WEBHOOK_MAX_QUEUED  undelivered events per subscription (default 10000); a
+                                 change finding it full disables the subscription
+                   PLANTSTORE_WEBHOOK_DELIVERY, _ALLOW_PRIVATE, _TIMEOUT_MS, _RETRY_BASE_MS, _GIVE_UP_HOURS,
+                   _FAILED_RETENTION_HOURS, _CONCURRENCY, _ACCOUNT_CONCURRENCY  webhook delivery (README)`
 
 /** `plantstore serve`. */
 export async function serveCommand(args: string[]): Promise<void> {
