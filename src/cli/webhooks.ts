@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from '../config.js'
+import type { Subscription } from '../storage/types.js'
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
@@ -13,7 +14,10 @@ export const WEBHOOKS_HELP = `Usage:
       Addresses that are not public (private, loopback, link-local, documentation, reserved) are refused
       unless PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true.
   plantstore webhooks list [--account NAME] [--database URL]
-      Lists subscriptions (never their secrets).
+      Lists subscriptions (never their secrets): STATUS is active, disabled:failing (its attempts failed for the
+      whole give-up period) or disabled:backlog (its queue reached its cap); QUEUED counts deliveries waiting;
+      SINCE is when a disabled one was disabled, or since when an active one's attempts have failed (- when they
+      succeed).
   plantstore webhooks remove SUBSCRIPTION_ID [--database URL]
       Removes a subscription and its undelivered events.
 
@@ -54,6 +58,16 @@ async function add(args: string[]): Promise<void> {
   })
 }
 
+/** active, disabled:failing or disabled:backlog. */
+function statusOf(subscription: Subscription): string {
+  return subscription.state === 'active' ? 'active' : `disabled:${subscription.disabledReason ?? 'unknown'}`
+}
+
+/** When a disabled subscription was disabled, or since when an active one fails; undefined when it succeeds. */
+function sinceOf(subscription: Subscription): Date | undefined {
+  return (subscription.state === 'active' ? subscription.failingSince : subscription.disabledAt) ?? undefined
+}
+
 async function list(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { account: { type: 'string' }, database: { type: 'string' } } })
   await withStorage(values.database, async (storage) => {
@@ -61,10 +75,13 @@ async function list(args: string[]): Promise<void> {
       subscription.id,
       subscription.accountName,
       subscription.eventTypes.join(','),
+      statusOf(subscription),
+      String(subscription.queued),
+      sinceOf(subscription)?.toISOString() ?? '-',
       subscription.createdAt.toISOString(),
       subscription.url,
     ])
-    printTable(['ID', 'ACCOUNT', 'EVENTS', 'CREATED', 'URL'], rows)
+    printTable(['ID', 'ACCOUNT', 'EVENTS', 'STATUS', 'QUEUED', 'SINCE', 'CREATED', 'URL'], rows)
   })
 }
 

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict'
-import { after, describe, test } from 'node:test'
-import { cleanup, runCli, tempDatabase, type CliResult } from '../helpers/server-process.js'
+import { after, before, describe, test } from 'node:test'
+import { openStorage, type Storage } from '../../src/storage/index.js'
+import type { Subscription } from '../../src/storage/types.js'
+import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
+import { newSigningSecret, newSubscriptionId } from '../../src/webhooks/events.js'
+import { backends, type TestDatabase } from '../helpers/backends.js'
+import { startReceiver, type Receiver } from '../helpers/receiver.js'
+import { cleanup, eventually, runCli, tempDatabase, type CliResult } from '../helpers/server-process.js'
 
 after(cleanup)
 
@@ -80,3 +86,100 @@ describe('plantstore webhooks add, what it prints', () => {
     assert.match(listed.stdout, /\/hooks\/plants\/\\u202egnp\.exe\n$/)
   })
 })
+
+// What the receiver answers every attempt, with a 500: a body holding an ESC sequence (clear screen).
+const HOSTILE_ANSWER = 'down\u001b[2J for maintenance'
+
+/** The cells of a printTable line (no cell here holds two spaces in a row). */
+const cells = (line: string) => line.split(/ {2,}/)
+
+for (const backend of backends) {
+  describe(`plantstore webhooks on failing and disabled subscriptions (${backend.name})`, () => {
+    let database: TestDatabase
+    let storage: Storage
+    let receiver: Receiver
+    // Disabled after its first attempt failed, its three deliveries failed with it.
+    let disabled: Subscription
+    // Still active, its one attempt failed and its delivery waiting for a retry.
+    let failing: Subscription
+
+    const FAST: DispatcherOptions = {
+      timeoutMs: 2000,
+      retryBaseMs: 50,
+      giveUpAfterMs: 0,
+      failedRetentionMs: 3_600_000,
+      allowPrivate: true,
+      pollMs: 20,
+    }
+
+    /** Runs a dispatcher until `done`, then stops it. */
+    async function dispatchUntil(options: Partial<DispatcherOptions>, done: () => Promise<boolean>): Promise<void> {
+      const dispatcher = new WebhookDispatcher(storage, { ...FAST, ...options })
+      dispatcher.start()
+      try {
+        await eventually(done, 10_000, 20)
+      } finally {
+        await dispatcher.stop()
+      }
+    }
+
+    const subscribe = (accountName: string) =>
+      storage.createSubscription({
+        id: newSubscriptionId(),
+        accountName,
+        url: receiver.url,
+        secret: newSigningSecret(),
+        eventTypes: ['plant.created', 'plant.deleted'],
+      })
+    const listed = async (id: string) => (await storage.listSubscriptions()).find((found) => found.id === id)!
+
+    before(async () => {
+      database = await backend.createDatabase()
+      storage = await openStorage(database.url)
+      receiver = await startReceiver()
+      receiver.answer = () => ({ status: 500, body: HOSTILE_ANSWER })
+      disabled = await subscribe('acme')
+      for (let id = 1n; id <= 3n; id++) await storage.createPlant(disabled.accountId, { id, name: 'Fern', tag: null })
+      // A give-up period of 0: the first failure disables it and fails every queued delivery.
+      await dispatchUntil({ giveUpAfterMs: 0 }, async () => (await listed(disabled.id)).state === 'disabled')
+      assert.equal(receiver.received.length, 1)
+      disabled = await listed(disabled.id)
+      failing = await subscribe('globex')
+      await storage.createPlant(failing.accountId, { id: 1n, name: 'Ivy', tag: null })
+      // Retried only after a minute: the delivery stays queued, the subscription failing.
+      await dispatchUntil(
+        { giveUpAfterMs: 3_600_000, retryBaseMs: 120_000 },
+        async () => (await listed(failing.id)).failingSince !== null,
+      )
+      failing = await listed(failing.id)
+    })
+    after(async () => {
+      await receiver?.close()
+      await storage?.close()
+      await database?.dispose()
+    })
+
+    test(`list shows each subscription's status, queue and since when it fails or is disabled on ${backend.name}`, async () => {
+      const result = await runCli(['webhooks', 'list', '--database', database.url])
+      assert.equal(result.code, 0, result.stderr)
+      const [header, ...rows] = result.stdout.trimEnd().split('\n')
+      assert.deepEqual(cells(header!), ['ID', 'ACCOUNT', 'EVENTS', 'STATUS', 'QUEUED', 'SINCE', 'CREATED', 'URL'])
+      assert.equal(disabled.queued, 0)
+      assert.equal(failing.queued, 1)
+      const row = (subscription: Subscription, account: string, status: string, since: Date) => [
+        subscription.id,
+        account,
+        'plant.created,plant.deleted',
+        status,
+        String(subscription.queued),
+        since.toISOString(),
+        subscription.createdAt.toISOString(),
+        receiver.url,
+      ]
+      assert.deepEqual(rows.map(cells), [
+        row(disabled, 'acme', 'disabled:failing', disabled.disabledAt!),
+        row(failing, 'globex', 'active', failing.failingSince!),
+      ])
+    })
+  })
+}
