@@ -1,10 +1,11 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from '../config.js'
-import type { Subscription } from '../storage/types.js'
+import { ATTEMPTS_KEPT, type Storage, type Subscription } from '../storage/types.js'
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
 import { accountName, printNote, printTable, withStorage } from './common.js'
+import { visible } from './visible.js'
 
 export const WEBHOOKS_HELP = `Usage:
   plantstore webhooks add --account NAME --url URL [--event plant.created] [--event plant.deleted]
@@ -87,20 +88,116 @@ async function list(args: string[]): Promise<void> {
 
 async function remove(args: string[]): Promise<void> {
   const { values, positionals } = parseArgs({ args, options: { database: { type: 'string' } }, allowPositionals: true })
-  const id = positionals[0]
-  if (id === undefined || positionals.length > 1) {
-    throw new ConfigError('SUBSCRIPTION_ID: give exactly one subscription id (see webhooks list)')
-  }
+  const id = subscriptionId(positionals)
   await withStorage(values.database, async (storage) => {
     if (!(await storage.deleteSubscription(id))) throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
     printNote(`Removed ${id}.`)
   })
 }
 
-/** `plantstore webhooks add|list|remove`. */
+/** The one subscription id a command takes, or the usage error. */
+function subscriptionId(positionals: string[]): string {
+  const id = positionals[0]
+  if (id === undefined || positionals.length > 1) {
+    throw new ConfigError('SUBSCRIPTION_ID: give exactly one subscription id (see webhooks list)')
+  }
+  return id
+}
+
+/** The subscription with that id, or the usage error saying there is none. */
+async function existing(storage: Storage, id: string): Promise<Subscription> {
+  // Storage looks subscriptions up by account only; an operator's tool can afford reading them all.
+  const subscription = (await storage.listSubscriptions()).find((found) => found.id === id)
+  if (subscription === undefined) throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
+  return subscription
+}
+
+/** Its status and since when: `active`, `active, failing since T`, `disabled:failing since T`. */
+function statusLine(subscription: Subscription): string {
+  const since = sinceOf(subscription)?.toISOString()
+  if (subscription.state === 'active') return since === undefined ? 'active' : `active, failing since ${since}`
+  return `${statusOf(subscription)}${since === undefined ? '' : ` since ${since}`}`
+}
+
+const LIMIT_MAX = 1000
+const DEFAULT_LIMIT = 20
+// Characters of an attempt's error shown in the attempts table (the failed deliveries show theirs whole).
+const ERROR_EXCERPT = 100
+
+/** The first `max` characters of `text` (whole code points), with an ellipsis when cut. */
+function excerpt(text: string, max: number): string {
+  const characters = [...text]
+  return characters.length <= max ? text : characters.slice(0, max).join('') + '…'
+}
+
+/** --limit: a whole number from 1 to LIMIT_MAX, DEFAULT_LIMIT when not given. */
+function parseLimit(value: string | undefined): number {
+  if (value === undefined) return DEFAULT_LIMIT
+  const limit = /^\d{1,4}$/.test(value) ? Number(value) : 0
+  if (limit < 1 || limit > LIMIT_MAX) throw new ConfigError(`--limit: expected a whole number from 1 to ${LIMIT_MAX}`)
+  return limit
+}
+
+async function deliveries(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { limit: { type: 'string' }, database: { type: 'string' } },
+    allowPositionals: true,
+  })
+  const id = subscriptionId(positionals)
+  const limit = parseLimit(values.limit)
+  await withStorage(values.database, async (storage) => {
+    const subscription = await existing(storage, id)
+    // One more than shown, to tell whether there are more.
+    const history = await storage.deliveryHistory(id, limit + 1)
+    const out = (line: string) => process.stdout.write(visible(line) + '\n')
+    out(
+      `${subscription.id} (account ${subscription.accountName}): ${statusLine(subscription)}, ` +
+        `${subscription.queued} queued, to ${subscription.url}`,
+    )
+    out('')
+    const attempts = history.attempts.slice(0, limit)
+    if (attempts.length === 0) out('Recent attempts: none.')
+    else {
+      out(`Recent attempts, newest first (the last ${ATTEMPTS_KEPT} are kept):`)
+      printTable(
+        ['STARTED', 'EVENT', 'TYPE', 'OUTCOME', 'STATUS', 'DURATION', 'ERROR'],
+        attempts.map((attempt) => [
+          attempt.startedAt.toISOString(),
+          attempt.eventId,
+          attempt.eventType,
+          attempt.outcome,
+          attempt.status === null ? '-' : String(attempt.status),
+          `${attempt.durationMs}ms`,
+          attempt.error === null ? '' : excerpt(attempt.error, ERROR_EXCERPT),
+        ]),
+      )
+    }
+    out('')
+    const failed = history.failed.slice(0, limit)
+    if (failed.length === 0) out('Failed deliveries: none.')
+    else {
+      out('Failed deliveries, newest first:')
+      printTable(
+        ['FAILED_AT', 'EVENT', 'TYPE', 'ATTEMPTS', 'LAST_STATUS', 'LAST_ERROR'],
+        failed.map((delivery) => [
+          delivery.failedAt.toISOString(),
+          delivery.eventId,
+          delivery.eventType,
+          String(delivery.attempts),
+          delivery.lastStatus === null ? '-' : String(delivery.lastStatus),
+          delivery.lastError ?? '',
+        ]),
+      )
+      if (history.failed.length > limit) out('More failed deliveries are kept: raise --limit to see them.')
+    }
+  })
+}
+
+/** `plantstore webhooks add|list|remove|deliveries`. */
 export async function webhooksCommand(args: string[]): Promise<void> {
   const [sub, ...rest] = args
-  const commands: Record<string, (args: string[]) => Promise<void>> = { add, list, remove }
+  const commands: Record<string, (args: string[]) => Promise<void>> = { add, list, remove, deliveries }
   const command = sub === undefined ? undefined : commands[sub]
   if (command === undefined) {
     throw new ConfigError(`webhooks: unknown subcommand "${sub ?? ''}"; expected add, list or remove`)

@@ -87,8 +87,21 @@ describe('plantstore webhooks add, what it prints', () => {
   })
 })
 
-// What the receiver answers every attempt, with a 500: a body holding an ESC sequence (clear screen).
+// What the receiver answers every attempt, with a 500: a body holding an ESC sequence (clear screen), kept as the
+// attempt's error.
 const HOSTILE_ANSWER = 'down\u001b[2J for maintenance'
+const ESCAPED_ERROR = 'not 2xx: down\\x1b[2J for maintenance'
+const GIVEN_UP = 'subscription disabled: its attempts failed for the whole give-up period'
+
+/** Every character a terminal could act on, but the newline that ends each line. */
+const RAW_CONTROL = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}](?<!\n)/u
+
+/** The sections of `webhooks deliveries` output (separated by a blank line), each as its lines. */
+const sections = (stdout: string) =>
+  stdout
+    .replace(/\n$/, '')
+    .split('\n\n')
+    .map((section) => section.split('\n'))
 
 /** The cells of a printTable line (no cell here holds two spaces in a row). */
 const cells = (line: string) => line.split(/ {2,}/)
@@ -102,6 +115,8 @@ for (const backend of backends) {
     let disabled: Subscription
     // Still active, its one attempt failed and its delivery waiting for a retry.
     let failing: Subscription
+    // The one event attempted on `disabled`: its first.
+    let firstEventId: string
 
     const FAST: DispatcherOptions = {
       timeoutMs: 2000,
@@ -143,6 +158,7 @@ for (const backend of backends) {
       // A give-up period of 0: the first failure disables it and fails every queued delivery.
       await dispatchUntil({ giveUpAfterMs: 0 }, async () => (await listed(disabled.id)).state === 'disabled')
       assert.equal(receiver.received.length, 1)
+      firstEventId = String(receiver.received[0]!.headers['webhook-id'])
       disabled = await listed(disabled.id)
       failing = await subscribe('globex')
       await storage.createPlant(failing.accountId, { id: 1n, name: 'Ivy', tag: null })
@@ -180,6 +196,84 @@ for (const backend of backends) {
         row(disabled, 'acme', 'disabled:failing', disabled.disabledAt!),
         row(failing, 'globex', 'active', failing.failingSince!),
       ])
+    })
+
+    const deliveries = (...args: string[]) => runCli(['webhooks', 'deliveries', ...args, '--database', database.url])
+
+    test(`deliveries shows a disabled subscription's status, its attempt and its failed deliveries, newest first, escaped, on ${backend.name}`, async () => {
+      const result = await deliveries(disabled.id)
+      assert.equal(result.code, 0, result.stderr)
+      assert.equal(result.stderr, '')
+      assert.doesNotMatch(result.stdout, RAW_CONTROL, JSON.stringify(result.stdout))
+      const history = await storage.deliveryHistory(disabled.id, 10)
+      const [status, attempts, failed, ...rest] = sections(result.stdout)
+      assert.deepEqual(rest, [])
+      assert.deepEqual(status, [
+        `${disabled.id} (account acme): disabled:failing since ${disabled.disabledAt!.toISOString()}, 0 queued, to ${receiver.url}`,
+      ])
+      assert.equal(attempts![0], 'Recent attempts, newest first (the last 20 are kept):')
+      assert.deepEqual(cells(attempts![1]!), ['STARTED', 'EVENT', 'TYPE', 'OUTCOME', 'STATUS', 'DURATION', 'ERROR'])
+      assert.equal(attempts!.length, 3, attempts!.join('\n'))
+      const [started, event, type, outcome, code, duration, error] = cells(attempts![2]!)
+      assert.deepEqual(
+        [started, event, type, outcome, code, error],
+        [history.attempts[0]!.startedAt.toISOString(), firstEventId, 'plant.created', 'failed', '500', ESCAPED_ERROR],
+      )
+      assert.match(duration!, /^\d+ms$/)
+      assert.equal(failed![0], 'Failed deliveries, newest first:')
+      assert.deepEqual(cells(failed![1]!), ['FAILED_AT', 'EVENT', 'TYPE', 'ATTEMPTS', 'LAST_STATUS', 'LAST_ERROR'])
+      // Newest first: the first event, the one attempted, comes last.
+      assert.equal(history.failed.length, 3)
+      assert.equal(history.failed[2]!.eventId, firstEventId)
+      assert.deepEqual(
+        failed!.slice(2).map(cells),
+        history.failed.map((delivery, i) => [
+          delivery.failedAt.toISOString(),
+          delivery.eventId,
+          'plant.created',
+          ...(i === 2 ? ['1', '500', ESCAPED_ERROR] : ['0', '-', GIVEN_UP]),
+        ]),
+      )
+    })
+
+    test(`deliveries --limit 1 shows the newest attempt and failed delivery, saying more failed on ${backend.name}`, async () => {
+      const result = await deliveries(disabled.id, '--limit', '1')
+      assert.equal(result.code, 0, result.stderr)
+      const [, attempts, failed] = sections(result.stdout)
+      assert.equal(attempts!.length, 3)
+      const newest = (await storage.deliveryHistory(disabled.id, 1)).failed[0]!
+      assert.deepEqual(failed!.slice(2).map(cells), [
+        [newest.failedAt.toISOString(), newest.eventId, 'plant.created', '0', '-', GIVEN_UP],
+        ['More failed deliveries are kept: raise --limit to see them.'],
+      ])
+    })
+
+    test(`deliveries shows an active subscription's failing since, its retried attempt and no failed delivery on ${backend.name}`, async () => {
+      const result = await deliveries(failing.id)
+      assert.equal(result.code, 0, result.stderr)
+      const [status, attempts, failed] = sections(result.stdout)
+      assert.deepEqual(status, [
+        `${failing.id} (account globex): active, failing since ${failing.failingSince!.toISOString()}, 1 queued, to ${receiver.url}`,
+      ])
+      assert.equal(attempts!.length, 3, attempts!.join('\n'))
+      assert.deepEqual(cells(attempts![2]!).slice(2, 5), ['plant.created', 'retry', '500'])
+      assert.deepEqual(failed, ['Failed deliveries: none.'])
+    })
+
+    test(`deliveries of an unknown subscription id exits 1 on ${backend.name}`, async () => {
+      assertRefused(
+        await deliveries('whk_0000000000000000'),
+        'plantstore: SUBSCRIPTION_ID: no subscription with id whk_0000000000000000',
+      )
+    })
+
+    test(`deliveries refuses a --limit that is not a whole number from 1 to 1000 on ${backend.name}`, async () => {
+      for (const limit of ['0', '1001', '2.5', 'ten']) {
+        assertRefused(
+          await deliveries(disabled.id, '--limit', limit),
+          'plantstore: --limit: expected a whole number from 1 to 1000',
+        )
+      }
     })
   })
 }
