@@ -130,6 +130,20 @@ function excerpt(text: string, max: number): string {
   return characters.length <= max ? text : characters.slice(0, max).join('') + '…'
 }
 
+async function enable(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, options: { database: { type: 'string' } }, allowPositionals: true })
+  const id = subscriptionId(positionals)
+  await withStorage(values.database, async (storage) => {
+    const before = await existing(storage, id)
+    // Storage only ever enables a disabled one; read first to tell the operator which it was.
+    if (before.state === 'active') return printNote(`${id} is already active; nothing changed.`)
+    if ((await storage.enableSubscription(id)) === undefined) {
+      throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
+    }
+    printNote(`Enabled ${id} (it was ${statusLine(before)}): the events made from now on are delivered.`)
+  })
+}
+
 /** --limit: a whole number from 1 to LIMIT_MAX, DEFAULT_LIMIT when not given. */
 function parseLimit(value: string | undefined): number {
   if (value === undefined) return DEFAULT_LIMIT
@@ -194,10 +208,10 @@ async function deliveries(args: string[]): Promise<void> {
   })
 }
 
-/** `plantstore webhooks add|list|remove|deliveries`. */
+/** `plantstore webhooks add|list|remove|enable|deliveries`. */
 export async function webhooksCommand(args: string[]): Promise<void> {
   const [sub, ...rest] = args
-  const commands: Record<string, (args: string[]) => Promise<void>> = { add, list, remove, deliveries }
+  const commands: Record<string, (args: string[]) => Promise<void>> = { add, list, remove, enable, deliveries }
   const command = sub === undefined ? undefined : commands[sub]
   if (command === undefined) {
     throw new ConfigError(`webhooks: unknown subcommand "${sub ?? ''}"; expected add, list or remove`)

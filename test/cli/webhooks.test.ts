@@ -275,5 +275,41 @@ for (const backend of backends) {
         )
       }
     })
+
+    // Last: these change the subscriptions the tests above read.
+    const enable = (id: string) => runCli(['webhooks', 'enable', id, '--database', database.url])
+
+    test(`enable of an unknown subscription id exits 1 on ${backend.name}`, async () => {
+      assertRefused(
+        await enable('whk_0000000000000000'),
+        'plantstore: SUBSCRIPTION_ID: no subscription with id whk_0000000000000000',
+      )
+    })
+
+    test(`enable re-activates a disabled subscription, saying what it was, then notes it is already active on ${backend.name}`, async () => {
+      const result = await enable(disabled.id)
+      assert.equal(result.code, 0, result.stderr)
+      assert.equal(result.stdout, '')
+      assert.equal(
+        result.stderr,
+        `Enabled ${disabled.id} (it was disabled:failing since ${disabled.disabledAt!.toISOString()}): ` +
+          'the events made from now on are delivered.\n',
+      )
+      const enabled = await listed(disabled.id)
+      assert.deepEqual(
+        [enabled.state, enabled.disabledReason, enabled.disabledAt, enabled.failingSince],
+        ['active', null, null, null],
+      )
+      const again = await enable(disabled.id)
+      assert.equal(again.code, 0, again.stderr)
+      assert.equal(again.stderr, `${disabled.id} is already active; nothing changed.\n`)
+    })
+
+    test(`enable leaves an active subscription that is failing as it was on ${backend.name}`, async () => {
+      const result = await enable(failing.id)
+      assert.equal(result.code, 0, result.stderr)
+      assert.equal(result.stderr, `${failing.id} is already active; nothing changed.\n`)
+      assert.deepEqual(await listed(failing.id), failing)
+    })
   })
 }
