@@ -7,6 +7,11 @@ import { urlProblem } from '../webhooks/url-policy.js'
 import { accountName, printNote, printTable, withStorage } from './common.js'
 import { visible } from './visible.js'
 
+const LIMIT_MAX = 1000
+const DEFAULT_LIMIT = 20
+// Characters of an attempt's error shown in the attempts table (the failed deliveries show theirs whole).
+const ERROR_EXCERPT = 100
+
 export const WEBHOOKS_HELP = `Usage:
   plantstore webhooks add --account NAME --url URL [--event plant.created] [--event plant.deleted]
                           [--database URL]
@@ -21,6 +26,14 @@ export const WEBHOOKS_HELP = `Usage:
       succeed).
   plantstore webhooks remove SUBSCRIPTION_ID [--database URL]
       Removes a subscription and its undelivered events.
+  plantstore webhooks enable SUBSCRIPTION_ID [--database URL]
+      Enables a disabled subscription: the events made from now on are delivered (those made while it was
+      disabled are not, and its failed deliveries stay failed); its failures and give-up clock start over.
+      An active subscription is left as it is.
+  plantstore webhooks deliveries SUBSCRIPTION_ID [--limit N] [--database URL]
+      Shows a subscription's status, its recent attempts (the last ${ATTEMPTS_KEPT} are kept; ERROR is the first ${ERROR_EXCERPT}
+      characters) and its failed deliveries (kept PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS, 168 by default,
+      after failing), newest first. --limit: at most N of each, 1 to ${LIMIT_MAX} (default ${DEFAULT_LIMIT}).
 
 --database defaults to DATABASE_URL, then sqlite:./data/plantstore.db.`
 
@@ -119,11 +132,6 @@ function statusLine(subscription: Subscription): string {
   return `${statusOf(subscription)}${since === undefined ? '' : ` since ${since}`}`
 }
 
-const LIMIT_MAX = 1000
-const DEFAULT_LIMIT = 20
-// Characters of an attempt's error shown in the attempts table (the failed deliveries show theirs whole).
-const ERROR_EXCERPT = 100
-
 /** The first `max` characters of `text` (whole code points), with an ellipsis when cut. */
 function excerpt(text: string, max: number): string {
   const characters = [...text]
@@ -214,7 +222,9 @@ export async function webhooksCommand(args: string[]): Promise<void> {
   const commands: Record<string, (args: string[]) => Promise<void>> = { add, list, remove, enable, deliveries }
   const command = sub === undefined ? undefined : commands[sub]
   if (command === undefined) {
-    throw new ConfigError(`webhooks: unknown subcommand "${sub ?? ''}"; expected add, list or remove`)
+    throw new ConfigError(
+      `webhooks: unknown subcommand "${sub ?? ''}"; expected add, list, remove, enable or deliveries`,
+    )
   }
   await command(rest)
 }

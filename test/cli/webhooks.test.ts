@@ -106,6 +106,40 @@ const sections = (stdout: string) =>
 /** The cells of a printTable line (no cell here holds two spaces in a row). */
 const cells = (line: string) => line.split(/ {2,}/)
 
+describe('plantstore webhooks help', { concurrency: true }, () => {
+  const SUBCOMMANDS = ['add', 'list', 'remove', 'enable', 'deliveries']
+
+  test('webhooks --help shows the usage of every subcommand, the new options included', async () => {
+    const result = await runCli(['webhooks', '--help'])
+    assert.equal(result.code, 0, result.stderr)
+    const usages = [...result.stdout.matchAll(/^ {2}plantstore webhooks (\w+)/gm)].map((match) => match[1])
+    assert.deepEqual(usages, SUBCOMMANDS)
+    assert.match(result.stdout, /^ {2}plantstore webhooks enable SUBSCRIPTION_ID \[--database URL\]$/m)
+    assert.match(
+      result.stdout,
+      /^ {2}plantstore webhooks deliveries SUBSCRIPTION_ID \[--limit N\] \[--database URL\]$/m,
+    )
+  })
+
+  test('plantstore --help says webhooks also enables subscriptions and shows their deliveries', async () => {
+    const result = await runCli(['--help'])
+    assert.equal(result.code, 0, result.stderr)
+    assert.match(
+      result.stdout,
+      /^ {2}webhooks +add, list, remove and enable webhook subscriptions, show their deliveries$/m,
+    )
+  })
+
+  for (const args of [['webhooks'], ['webhooks', 'frobnicate']]) {
+    test(`plantstore ${args.join(' ')} names every subcommand`, async () => {
+      assertRefused(
+        await runCli(args),
+        `plantstore: webhooks: unknown subcommand "${args[1] ?? ''}"; expected ${SUBCOMMANDS.slice(0, -1).join(', ')} or deliveries`,
+      )
+    })
+  }
+})
+
 for (const backend of backends) {
   describe(`plantstore webhooks on failing and disabled subscriptions (${backend.name})`, () => {
     let database: TestDatabase
