@@ -27,12 +27,12 @@ for (const backend of backends) {
       for (const database of databases) await database.dispose()
     })
 
-    test('applies every migration (1, 2, 3) to a fresh database and prints so, then says it is up to date', async () => {
+    test('applies every migration (1 to 4) to a fresh database and prints so, then says it is up to date', async () => {
       const url = await freshDatabase()
       // The test databases have no password, so the URL is printed as given (redaction: test/redact.test.ts).
       const first = await runCli(['migrate', '--database', url])
       assert.equal(first.code, 0, first.stderr)
-      assert.equal(first.stdout, `plantstore: applied migration(s) 1, 2, 3 to ${url}\n`)
+      assert.equal(first.stdout, `plantstore: applied migration(s) 1, 2, 3, 4 to ${url}\n`)
       assert.equal(first.stderr, '')
 
       const second = await runCli(['migrate', '--database', url])
@@ -52,7 +52,7 @@ for (const backend of backends) {
       // The refused start changed nothing: migrate still has every migration to apply.
       const migrated = await runCli(['migrate', '--database', url])
       assert.equal(migrated.code, 0, migrated.stderr)
-      assert.match(migrated.stdout, /^plantstore: applied migration\(s\) 1, 2, 3 to /)
+      assert.match(migrated.stdout, /^plantstore: applied migration\(s\) 1, 2, 3, 4 to /)
 
       const server = await startServer({ database: url, env })
       const health = await http(server.baseUrl, 'GET', '/healthz')
