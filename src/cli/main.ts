@@ -13,7 +13,7 @@ Usage: plantstore <command> [options]
 Commands:
   serve     run the HTTP service (what npm start runs)
   tokens    create, list and revoke API tokens
-  webhooks  add, list and remove webhook subscriptions
+  webhooks  add, list, remove and enable webhook subscriptions, show their deliveries
   migrate   apply database migrations and exit
 
 Run plantstore <command> --help for a command's options.`

@@ -57,7 +57,22 @@ for (const backend of backends) {
       const result = await runCli(['webhooks', 'list', '--database', database.url])
       assert.equal(result.code, 0, result.stderr)
       const [row] = assertPrintable(result.stdout, 1)
-      assert.equal(row, `${subscriptionId}  evil\\x1b[31m  plant.created  ${row!.split(/\s+/)[3]}  ${ESCAPED_URL}`)
+      const [created] = row!.match(/\d{4}-\d\d-\d\dT\S+Z/)!
+      assert.equal(
+        row!.replace(/ {2,}/g, '  '),
+        `${subscriptionId}  evil\\x1b[31m  plant.created  active  0  -  ${created}  ${ESCAPED_URL}`,
+      )
+    })
+
+    test(`webhooks deliveries prints an old row's account and URL escaped on its status line on ${backend.name}`, async () => {
+      const result = await runCli(['webhooks', 'deliveries', subscriptionId, '--database', database.url])
+      assert.equal(result.code, 0, result.stderr)
+      assert.doesNotMatch(result.stdout, RAW_CONTROL, JSON.stringify(result.stdout))
+      assert.equal(
+        result.stdout,
+        `${subscriptionId} (account evil\\x1b[31m): active, 0 queued, to ${ESCAPED_URL}\n\n` +
+          'Recent attempts: none.\n\nFailed deliveries: none.\n',
+      )
     })
 
     test(`tokens list prints a stored label and account name escaped on ${backend.name}`, async () => {
@@ -74,6 +89,8 @@ describe('plantstore error lines print control characters from the command line 
   const database = tempDatabase()
   for (const [command, name] of [
     ['webhooks remove', 'SUBSCRIPTION_ID: no subscription with id'],
+    ['webhooks enable', 'SUBSCRIPTION_ID: no subscription with id'],
+    ['webhooks deliveries', 'SUBSCRIPTION_ID: no subscription with id'],
     ['tokens revoke', 'TOKEN_ID: no active token with id'],
   ] as const) {
     test(`${command} of an unknown id holding ESC and CR LF says so on one escaped line`, async () => {

@@ -68,7 +68,7 @@ for (const backend of backends) {
       const listed = await runCli(['webhooks', 'list', '--database', database.url])
       assert.match(
         listed.stdout,
-        /^whk_[0-9a-f]{16}\s+default\s+plant.created,plant.deleted\s+\S+\s+http:\/\/127\.0\.0\.1:\d+\/hook$/m,
+        /^whk_[0-9a-f]{16}\s+default\s+plant.created,plant.deleted\s+active\s+0\s+-\s+\S+\s+http:\/\/127\.0\.0\.1:\d+\/hook$/m,
       )
       assert.ok(!listed.stdout.includes(secret.slice(6)), 'no secret in the list')
       assert.equal((await post(server, 1)).status, 200)
