@@ -25,7 +25,7 @@ export const WEBHOOKS_HELP = `Usage:
       SINCE is when a disabled one was disabled, or since when an active one's attempts have failed (- when they
       succeed).
   plantstore webhooks remove SUBSCRIPTION_ID [--database URL]
-      Removes a subscription and its undelivered events.
+      Removes a subscription with its undelivered events, failed deliveries and recorded attempts.
   plantstore webhooks enable SUBSCRIPTION_ID [--database URL]
       Enables a disabled subscription: the events made from now on are delivered (those made while it was
       disabled are not, and its failed deliveries stay failed); its failures and give-up clock start over.
