@@ -2,10 +2,10 @@ import postgres from 'postgres'
 
 /** The pool, with int8 read and written as bigint. */
 export type Sql = postgres.Sql<{ bigint: bigint }>
-/** A transaction on the pool. */
-export type TransactionSql = postgres.TransactionSql<{ bigint: bigint }>
-/** Either: what query helpers take. */
-export type Query = Sql | TransactionSql
+/** A connection of the pool held for one transaction (see transaction.ts). */
+export type ReservedSql = postgres.ReservedSql<{ bigint: bigint }>
+/** Any of them: what query helpers take. */
+export type Query = Sql | ReservedSql
 
 /**
  * One query per connection at a time. With pipelining (the default allows 100), requests beyond the pool are

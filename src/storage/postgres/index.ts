@@ -21,7 +21,8 @@ import { createdBody, deletedBody, newEventId } from '../../webhooks/events.js'
 import { PostgresWebhooks, queueEvents } from './webhooks.js'
 import { StorageUnavailableError } from '../../errors.js'
 import { guard } from './errors.js'
-import { connect, type Query, type Sql, type TransactionSql } from './client.js'
+import { connect, type Query, type Sql } from './client.js'
+import { transaction } from './transaction.js'
 import { migrate, pendingMigrations } from './migrations.js'
 
 interface TokenRow {
@@ -68,7 +69,7 @@ async function findTokenBy(
   return row === undefined ? undefined : toToken(row)
 }
 
-async function insertToken(sql: TransactionSql, token: NewToken): Promise<TokenRecord> {
+async function insertToken(sql: Query, token: NewToken): Promise<TokenRecord> {
   await sql`INSERT INTO accounts (name, created_at) VALUES (${token.accountName}, now()) ON CONFLICT (name) DO NOTHING`
   await sql`INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
     SELECT ${token.id}, id, ${token.secretHash}, ${token.scopes.join(' ')}, ${token.label}, now(), ${token.expiresAt}
@@ -193,7 +194,7 @@ export class PostgresStorage implements Storage {
   }
 
   async createToken(token: NewToken): Promise<TokenRecord> {
-    return guard(() => this.#sql.begin((tx) => insertToken(tx, token)))
+    return guard(() => transaction(this.#sql, (tx) => insertToken(tx, token)))
   }
 
   async createFirstToken(token: NewToken): Promise<TokenRecord | undefined> {
@@ -202,10 +203,14 @@ export class PostgresStorage implements Storage {
     return guard(async () => {
       for (let attempt = 1; ; attempt++) {
         try {
-          return await this.#sql.begin('isolation level serializable', async (tx) => {
-            const [row] = await tx<{ found: boolean }[]>`SELECT EXISTS (SELECT 1 FROM tokens) AS found`
-            return row!.found ? undefined : insertToken(tx, token)
-          })
+          return await transaction(
+            this.#sql,
+            async (tx) => {
+              const [row] = await tx<{ found: boolean }[]>`SELECT EXISTS (SELECT 1 FROM tokens) AS found`
+              return row!.found ? undefined : insertToken(tx, token)
+            },
+            'ISOLATION LEVEL SERIALIZABLE',
+          )
         } catch (err) {
           // After MAX_ATTEMPTS the 40001 itself is thrown: guard turns it into 503.
           if ((err as { code?: unknown }).code !== SERIALIZATION_FAILURE || attempt >= MAX_ATTEMPTS) throw err

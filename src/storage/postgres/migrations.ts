@@ -1,4 +1,5 @@
 import type { Query, Sql } from './client.js'
+import { transaction } from './transaction.js'
 
 /**
  * Versioned schema changes, applied in order, each once. Never edit a released entry: add one.
@@ -138,7 +139,7 @@ async function appliedVersions(sql: Query): Promise<Set<number>> {
  */
 export async function migrate(sql: Sql): Promise<number[]> {
   if ((await pendingMigrations(sql)).length === 0) return []
-  return sql.begin(async (tx) => {
+  return transaction(sql, async (tx) => {
     // Instances starting together wait for the one migrating, however long it takes.
     await tx`SET LOCAL lock_timeout = 0`
     await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`

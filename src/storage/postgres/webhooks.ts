@@ -14,7 +14,8 @@ import {
 } from '../types.js'
 import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
 import { claimWindow, GIVEN_UP } from '../webhook-rules.js'
-import type { Query, Sql, TransactionSql } from './client.js'
+import type { Query, ReservedSql, Sql } from './client.js'
+import { transaction } from './transaction.js'
 import { guard } from './errors.js'
 
 interface SubscriptionRow {
@@ -101,7 +102,7 @@ export class PostgresWebhooks {
   async createSubscription(subscription: NewSubscription): Promise<Subscription> {
     const max = this.#limits.subscriptionsPerAccount
     await guard(() =>
-      this.#sql.begin(async (tx) => {
+      transaction(this.#sql, async (tx) => {
         await tx`INSERT INTO accounts (name, created_at) VALUES (${subscription.accountName}, now())
           ON CONFLICT (name) DO NOTHING`
         // The account's row lock makes count-then-insert atomic across instances.
@@ -135,7 +136,7 @@ export class PostgresWebhooks {
   async deleteSubscription(id: string, accountId?: number): Promise<boolean> {
     const scoped = (sql: Query) => (accountId === undefined ? sql`` : sql`AND account_id = ${accountId}`)
     return guard(() =>
-      this.#sql.begin(async (tx) => {
+      transaction(this.#sql, async (tx) => {
         const removed = await tx`DELETE FROM webhook_subscriptions WHERE id = ${id} ${scoped(tx)}`
         if (removed.count === 0) return false
         await tx`DELETE FROM webhook_deliveries WHERE subscription_id = ${id}`
@@ -202,12 +203,12 @@ export class PostgresWebhooks {
     delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
     outcome: DeliveryOutcome,
   ): Promise<void> {
-    await guard(() => this.#sql.begin((tx) => this.#finish(tx, delivery, outcome)))
+    await guard(() => transaction(this.#sql, (tx) => this.#finish(tx, delivery, outcome)))
   }
 
   // The subscription's row is locked first, as a plant change queueing an event does, so the two never deadlock.
   async #finish(
-    tx: TransactionSql,
+    tx: ReservedSql,
     delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
     outcome: DeliveryOutcome,
   ): Promise<void> {
@@ -282,7 +283,7 @@ export class PostgresWebhooks {
 }
 
 /** Disables a subscription: its queued deliveries fail (those of an earlier disabling go, bounding them). */
-async function disable(tx: TransactionSql, id: string, reason: DisabledReason): Promise<void> {
+async function disable(tx: ReservedSql, id: string, reason: DisabledReason): Promise<void> {
   await tx`DELETE FROM webhook_deliveries WHERE subscription_id = ${id} AND state = 'failed'`
   await tx`UPDATE webhook_deliveries SET state = 'failed', failed_at = now(),
     last_error = coalesce(last_error, ${GIVEN_UP[reason]}) WHERE subscription_id = ${id} AND state = 'pending'`
