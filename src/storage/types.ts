@@ -102,7 +102,7 @@ export interface AttemptReport {
 
 /**
  * How an attempt ended: delivered (the row goes); retry, the subscription waiting until `nextAttemptAt`; or failed,
- * the subscription given up on: disabled, its queued deliveries marked failed.
+ * the subscription given up on: disabled, its queued deliveries to be failed (settleDisabled).
  */
 export type DeliveryOutcome = AttemptReport &
   ({ state: 'delivered' } | { state: 'retry'; nextAttemptAt: Date } | { state: 'failed' })
@@ -184,7 +184,10 @@ export interface Storage {
   listSubscriptions(filter?: { accountId?: number; accountName?: string }): Promise<Subscription[]>
   /** Removes a subscription (within `accountId` when given) with its deliveries and attempts; false when none. */
   deleteSubscription(id: string, accountId?: number): Promise<boolean>
-  /** Enables a disabled subscription again (within `accountId` when given), its failures forgotten; undefined when none. */
+  /**
+   * Enables a disabled subscription again (within `accountId` when given), its failures forgotten and what it held
+   * before failed first; undefined when none.
+   */
   enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined>
   /**
    * Claims the next attempt of up to `limit` active subscriptions whose backoff is over, each for `leaseMs`: the
@@ -198,6 +201,12 @@ export interface Storage {
     delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
     outcome: DeliveryOutcome,
   ): Promise<void>
+  /**
+   * Fails up to `limit` deliveries still queued for one disabled subscription, and deletes up to `limit` failed
+   * deliveries of its earlier disabling; resolves with how many rows changed (0: nothing left to settle anywhere).
+   * Disabling only marks a subscription: its queue is failed by these calls, in short transactions, afterwards.
+   */
+  settleDisabled(limit: number): Promise<number>
   /** Deletes up to `limit` deliveries that failed before `before`; resolves with how many went. */
   purgeFailedDeliveries(before: Date, limit: number): Promise<number>
   /** A subscription's recent attempts (the last ATTEMPTS_KEPT, newest first) and its failed deliveries (newest first, at most `limit`). */
@@ -205,7 +214,7 @@ export interface Storage {
     subscriptionId: string,
     limit: number,
   ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }>
-  /** Deliveries still to be made, over every subscription. */
+  /** Deliveries still to be made, over every active subscription. */
   countPendingDeliveries(): Promise<number>
   /** Resolves when the database answers. */
   ping(): Promise<void>

@@ -14,6 +14,7 @@ const WRITES = new Set<PropertyKey>([
   'claimDeliveries',
   'finishDelivery',
   'purgeFailedDeliveries',
+  'settleDisabled',
 ])
 
 /**

@@ -1,4 +1,5 @@
 import type { ClaimedDelivery, DeliveryOutcome, Storage } from '../storage/types.js'
+import { SETTLE_BATCH } from '../storage/webhook-rules.js'
 import { send, type AttemptResult } from './send.js'
 import { signatureHeaders } from './signature.js'
 
@@ -33,6 +34,8 @@ const MAX_RETRY_DELAY_MS = 3_600_000
 const LEASE_MARGIN_MS = 10_000
 // Failed deliveries deleted per purge statement: a long backlog of them goes in short transactions.
 const PURGE_BATCH = 1000
+// Settling batches per loop turn: a disabled subscription's queue is failed promptly, claims still come often.
+const SETTLE_BATCHES_PER_TURN = 4
 
 /** The delay before retry number `failures + 1`: exponential, capped at an hour, with jitter (50 to 100 %). */
 export function retryDelayMs(failures: number, baseMs: number): number {
@@ -97,6 +100,7 @@ export class WebhookDispatcher {
     const { concurrency, pollMs, timeoutMs, perAccount } = this.#options
     while (!this.#stopped) {
       await this.#purgeWhenDue()
+      const settling = await this.#settle()
       const free = concurrency - this.#inFlight.size
       let claimed: ClaimedDelivery[] = []
       if (free > 0) {
@@ -111,8 +115,9 @@ export class WebhookDispatcher {
         for (const delivery of claimed) this.#track(this.#attempt(delivery))
       }
       // Every slot busy, or nothing more due: wait for an attempt to finish or the next poll. Never loop without
-      // waiting, or the attempts in flight (and the whole process) would never get to run.
-      if (free === 0 || claimed.length < free) await this.#pause(pollMs)
+      // waiting, or the attempts in flight (and the whole process) would never get to run; settling waits on the
+      // database at every batch, so it may go on at once.
+      if (!settling && (free === 0 || claimed.length < free)) await this.#pause(pollMs)
     }
   }
 
@@ -124,6 +129,21 @@ export class WebhookDispatcher {
     await this.#storage.purgeFailedDeliveries(before, PURGE_BATCH).catch((err: unknown) => {
       this.#options.onError?.(err)
     })
+  }
+
+  /**
+   * Fails the queues of disabled subscriptions, a few batches (each its own short transaction) per loop turn;
+   * true while there may be more.
+   */
+  async #settle(): Promise<boolean> {
+    for (let batch = 0; batch < SETTLE_BATCHES_PER_TURN; batch++) {
+      const changed = await this.#storage.settleDisabled(SETTLE_BATCH).catch((err: unknown) => {
+        this.#options.onError?.(err)
+        return 0
+      })
+      if (changed === 0) return false
+    }
+    return true
   }
 
   /** Waits `ms`, or less when an attempt finishes: its subscription's next event may be due at once. */

@@ -124,7 +124,11 @@ for (const backend of backends) {
           limits: { plantsPerAccount: 3, subscriptionsPerAccount: 10, queuedPerSubscription: 100 },
         })
         try {
-          assert.deepEqual(upgraded.migrationsApplied, [4])
+          const later = (sqliteFile(url) ? sqliteMigrations : postgresMigrations).filter((m) => m.version > 3)
+          assert.deepEqual(
+            upgraded.migrationsApplied,
+            later.map((migration) => migration.version),
+          )
           const [subscription] = await upgraded.listSubscriptions({ accountName: 'a' })
           assert.equal(subscription?.queued, 2)
           assert.equal(subscription?.state, 'active')

@@ -38,6 +38,14 @@ for (const backend of backends) {
         eventTypes: [...EVENT_TYPES],
       })
 
+    /** `count` plant events for the account (creates and deletes of one plant, so the plant quota is not reached). */
+    const events = async (accountId: number, count: number) => {
+      for (let i = 0; i < count; i++) {
+        if (i % 2 === 0) await storage.createPlant(accountId, { id: 100n, name: 'p', tag: null })
+        else await storage.deletePlant(accountId, 100n)
+      }
+    }
+
     test('refuses a new plant once the account holds its quota; an identical re-create and a conflict still answer', async () => {
       const { id } = await account()
       for (let plant = 1n; plant <= 3n; plant++) {
@@ -99,6 +107,11 @@ for (const backend of backends) {
       assert.ok(disabled!.disabledAt instanceof Date)
       assert.equal(disabled!.queued, 0)
       assert.equal(await storage.countPendingDeliveries(), 0)
+      // The disabling change only marked it; settling fails what it held, at most `limit` rows a call.
+      assert.equal((await storage.deliveryHistory(subscription.id, 10)).failed.length, 0)
+      assert.equal(await storage.settleDisabled(2), 2)
+      assert.equal(await storage.settleDisabled(2), 1)
+      assert.equal(await storage.settleDisabled(2), 0, 'nothing left to settle')
       const history = await storage.deliveryHistory(subscription.id, 10)
       assert.equal(history.failed.length, 3)
       assert.match(history.failed[0]!.lastError!, /queue reached its cap/)
@@ -109,6 +122,46 @@ for (const backend of backends) {
       assert.equal(enabled!.state, 'active')
       await storage.deletePlant(id, 3n)
       assert.equal((await storage.listSubscriptions({ accountId: id }))[0]!.queued, 1)
+    })
+
+    test('enabling first fails what the subscription held, so nothing from before its disabling is attempted after', async () => {
+      const { name, id } = await account()
+      const subscription = await subscribe(name)
+      await events(id, 4)
+      assert.equal((await storage.listSubscriptions({ accountId: id }))[0]!.state, 'disabled')
+      // Enabled before any settling ran.
+      await storage.enableSubscription(subscription.id, id)
+      assert.equal((await storage.deliveryHistory(subscription.id, 10)).failed.length, 3)
+      assert.equal(await storage.settleDisabled(10), 0)
+      await storage.createPlant(id, { id: 5n, name: 'new', tag: null })
+      const claimed = (await storage.claimDeliveries(16, 60_000, 4)).filter(
+        (delivery) => delivery.subscriptionId === subscription.id,
+      )
+      assert.deepEqual(
+        claimed.map((delivery) => delivery.body),
+        ['{"id":5,"name":"new"}'],
+      )
+    })
+
+    test('keeps the failed deliveries of the latest disabling only', async () => {
+      const { name, id } = await account()
+      const subscription = await subscribe(name)
+      const fill = async () => {
+        await events(id, 4)
+        while ((await storage.settleDisabled(2)) > 0);
+      }
+      await fill()
+      const first = (await storage.deliveryHistory(subscription.id, 10)).failed.map((failed) => failed.eventId)
+      assert.equal(first.length, 3)
+      await storage.enableSubscription(subscription.id, id)
+      await fill()
+      const second = (await storage.deliveryHistory(subscription.id, 10)).failed.map((failed) => failed.eventId)
+      assert.equal(second.length, 3)
+      assert.deepEqual(
+        second.filter((eventId) => first.includes(eventId)),
+        [],
+        "the first disabling's went",
+      )
     })
   })
 }

@@ -281,6 +281,10 @@ export class PostgresStorage implements Storage {
     return this.#webhooks.finishDelivery(delivery, outcome)
   }
 
+  settleDisabled(limit: number): Promise<number> {
+    return this.#webhooks.settleDisabled(limit)
+  }
+
   purgeFailedDeliveries(before: Date, limit: number): Promise<number> {
     return this.#webhooks.purgeFailedDeliveries(before, limit)
   }

@@ -122,6 +122,14 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       );
     `,
   },
+  {
+    version: 5,
+    // Disabling a subscription marks it only; its queue is failed afterwards in batches (settleDisabled), which
+    // find the subscriptions still to settle through this index instead of reading every subscription.
+    sql: `
+      CREATE INDEX webhook_subscriptions_settling ON webhook_subscriptions (id) WHERE state = 'disabled' AND queued > 0;
+    `,
+  },
 ]
 
 // An arbitrary constant ("plantsto" in ASCII): every plantstore migrator takes the same lock.

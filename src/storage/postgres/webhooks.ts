@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import type postgres from 'postgres'
 import type { EventType } from '../../webhooks/events.js'
 import {
   ATTEMPTS_KEPT,
@@ -13,7 +14,7 @@ import {
   type Subscription,
 } from '../types.js'
 import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
-import { claimWindow, GIVEN_UP } from '../webhook-rules.js'
+import { claimWindow, GIVEN_UP, SETTLE_BATCH } from '../webhook-rules.js'
 import type { Query, ReservedSql, Sql } from './client.js'
 import { transaction } from './transaction.js'
 import { guard } from './errors.js'
@@ -51,9 +52,9 @@ function toSubscription(row: SubscriptionRow): Subscription {
 /**
  * The part of a plant change's statement that queues its events, for each row the change's CTE `changed` returned:
  * one delivery per active subscription of the account that wants `type`, its queue count raised. A subscription
- * already holding `cap` queued deliveries (cap 0: no cap) is disabled instead and its queued deliveries fail (the
- * failed ones of an earlier disabling go, bounding them). One statement, so the change and its events commit
- * together; the subscriptions are locked in id order, so concurrent changes of one account cannot deadlock.
+ * already holding `cap` queued deliveries (cap 0: no cap) is disabled instead; its queue is failed afterwards, a
+ * batch at a time (settleDisabled). One statement, so the change and its events commit together; the subscriptions
+ * are locked in id order, so concurrent changes of one account cannot deadlock.
  */
 export function queueEvents(
   sql: Query,
@@ -71,20 +72,40 @@ export function queueEvents(
     queued AS (
       INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
       SELECT id, ${eventId}, ${type}, ${body}, now(), now() FROM subs WHERE NOT at_cap),
-    cleared AS (
-      DELETE FROM webhook_deliveries d USING subs WHERE subs.at_cap AND d.subscription_id = subs.id AND d.state = 'failed'),
-    dropped AS (
-      UPDATE webhook_deliveries d SET state = 'failed', failed_at = now(),
-        last_error = coalesce(d.last_error, ${GIVEN_UP.backlog})
-      FROM subs WHERE subs.at_cap AND d.subscription_id = subs.id AND d.state = 'pending'),
     requeued AS (
-      UPDATE webhook_subscriptions s SET queued = CASE WHEN subs.at_cap THEN 0 ELSE s.queued + 1 END,
+      UPDATE webhook_subscriptions s SET queued = CASE WHEN subs.at_cap THEN s.queued ELSE s.queued + 1 END,
         state = CASE WHEN subs.at_cap THEN 'disabled' ELSE s.state END,
         disabled_reason = CASE WHEN subs.at_cap THEN 'backlog' ELSE s.disabled_reason END,
         disabled_at = CASE WHEN subs.at_cap THEN now() ELSE s.disabled_at END,
         failures = CASE WHEN subs.at_cap THEN 0 ELSE s.failures END,
         failing_since = CASE WHEN subs.at_cap THEN NULL ELSE s.failing_since END
       FROM subs WHERE s.id = subs.id)`
+}
+
+/**
+ * One batch of settling (see Storage.settleDisabled) for the disabled subscriptions `target` selects (locked): up
+ * to `limit` failed deliveries of an earlier disabling deleted, up to `limit` queued ones failed, and the queue count
+ * lowered (to zero after a short batch, which was the last). Resolves with the rows changed.
+ */
+async function settleBatch(sql: Query, target: postgres.Fragment, limit: number): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`WITH target AS (${target}),
+    cleared AS (
+      DELETE FROM webhook_deliveries WHERE id IN (SELECT d.id FROM webhook_deliveries d JOIN target t
+        ON d.subscription_id = t.id WHERE d.state = 'failed' AND d.failed_at < t.disabled_at LIMIT ${limit})
+      RETURNING 1),
+    failed AS (
+      UPDATE webhook_deliveries d SET state = 'failed', failed_at = t.disabled_at,
+        last_error = coalesce(d.last_error, CASE t.disabled_reason WHEN 'backlog' THEN ${GIVEN_UP.backlog}
+          ELSE ${GIVEN_UP.failing} END)
+      FROM target t WHERE d.subscription_id = t.id AND d.id IN (SELECT p.id FROM webhook_deliveries p
+        WHERE p.subscription_id = t.id AND p.state = 'pending' ORDER BY p.id LIMIT ${limit})
+      RETURNING 1),
+    unqueued AS (
+      UPDATE webhook_subscriptions s SET queued = CASE WHEN (SELECT count(*) FROM failed) < ${limit} THEN 0
+        ELSE greatest(s.queued - (SELECT count(*) FROM failed), 0) END
+      FROM target t WHERE s.id = t.id)
+    SELECT ((SELECT count(*) FROM cleared) + (SELECT count(*) FROM failed))::int AS n`
+  return row!.n
 }
 
 type ClaimRow = DeliveryRow & { leased_id: string }
@@ -126,7 +147,8 @@ export class PostgresWebhooks {
     const byName = filter.accountName === undefined ? sql`` : sql`AND a.name = ${filter.accountName}`
     const rows = await guard(
       () => sql<SubscriptionRow[]>`SELECT s.id, s.account_id, a.name AS account_name, s.url, s.event_types,
-        s.created_at, s.state, s.disabled_reason, s.disabled_at, s.queued, s.failing_since
+        s.created_at, s.state, s.disabled_reason, s.disabled_at,
+        CASE WHEN s.state = 'active' THEN s.queued ELSE 0 END AS queued, s.failing_since
         FROM webhook_subscriptions s JOIN accounts a ON a.id = s.account_id
         WHERE true ${byId} ${byAccount} ${byName} ORDER BY s.created_at, s.id`,
     )
@@ -149,6 +171,10 @@ export class PostgresWebhooks {
   async enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined> {
     const sql = this.#sql
     const scoped = accountId === undefined ? sql`` : sql`AND account_id = ${accountId}`
+    // What it held before is failed first, so nothing from before the disabling is delivered after it.
+    const target = sql`SELECT id, disabled_at, disabled_reason FROM webhook_subscriptions
+      WHERE id = ${id} ${scoped} AND state = 'disabled' FOR UPDATE`
+    while ((await guard(() => settleBatch(sql, target, SETTLE_BATCH))) > 0);
     // Only a disabled one changes: enabling an active subscription must not reset its failures or backoff.
     await guard(
       () => sql`UPDATE webhook_subscriptions SET state = 'active', disabled_reason = NULL, disabled_at = NULL,
@@ -242,7 +268,18 @@ export class PostgresWebhooks {
       ON CONFLICT (subscription_id, slot) DO UPDATE SET event_id = excluded.event_id,
         event_type = excluded.event_type, outcome = excluded.outcome, started_at = excluded.started_at,
         duration_ms = excluded.duration_ms, status = excluded.status, error = excluded.error`
-    if (outcome.state === 'failed') await disable(tx, subscriptionId, 'failing')
+    if (outcome.state === 'failed') {
+      await tx`UPDATE webhook_subscriptions SET state = 'disabled', disabled_reason = 'failing', disabled_at = now(),
+        failures = 0, failing_since = NULL WHERE id = ${subscriptionId}`
+    }
+  }
+
+  async settleDisabled(limit: number): Promise<number> {
+    const sql = this.#sql
+    // SKIP LOCKED: instances settling at once take different subscriptions.
+    const target = sql`SELECT id, disabled_at, disabled_reason FROM webhook_subscriptions
+      WHERE state = 'disabled' AND queued > 0 LIMIT 1 FOR UPDATE SKIP LOCKED`
+    return guard(() => settleBatch(sql, target, limit))
   }
 
   async purgeFailedDeliveries(before: Date, limit: number): Promise<number> {
@@ -276,17 +313,9 @@ export class PostgresWebhooks {
   async countPendingDeliveries(): Promise<number> {
     const sql = this.#sql
     const [row] = await guard(
-      () => sql<{ n: bigint }[]>`SELECT coalesce(sum(queued), 0)::bigint AS n FROM webhook_subscriptions`,
+      () => sql<{ n: bigint }[]>`SELECT coalesce(sum(queued), 0)::bigint AS n FROM webhook_subscriptions
+        WHERE state = 'active'`,
     )
     return Number(row!.n)
   }
-}
-
-/** Disables a subscription: its queued deliveries fail (those of an earlier disabling go, bounding them). */
-async function disable(tx: ReservedSql, id: string, reason: DisabledReason): Promise<void> {
-  await tx`DELETE FROM webhook_deliveries WHERE subscription_id = ${id} AND state = 'failed'`
-  await tx`UPDATE webhook_deliveries SET state = 'failed', failed_at = now(),
-    last_error = coalesce(last_error, ${GIVEN_UP[reason]}) WHERE subscription_id = ${id} AND state = 'pending'`
-  await tx`UPDATE webhook_subscriptions SET state = 'disabled', disabled_reason = ${reason}, disabled_at = now(),
-    queued = 0, failures = 0, failing_since = NULL WHERE id = ${id}`
 }

@@ -121,6 +121,14 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 5,
+    // Disabling a subscription marks it only; its queue is failed afterwards in batches (settleDisabled), which
+    // find the subscriptions still to settle through this index instead of reading every subscription.
+    sql: `
+      CREATE INDEX webhook_subscriptions_settling ON webhook_subscriptions (id) WHERE state = 'disabled' AND queued > 0;
+    `,
+  },
 ]
 
 /** Versions this release needs that the database lacks. */

@@ -14,7 +14,7 @@ import {
   type Subscription,
 } from '../types.js'
 import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
-import { claimWindow, GIVEN_UP, wants } from '../webhook-rules.js'
+import { claimWindow, GIVEN_UP, SETTLE_BATCH, wants } from '../webhook-rules.js'
 import { ensureAccount } from './accounts.js'
 import { guard } from './errors.js'
 import type { GroupCommit } from './group-commit.js'
@@ -33,8 +33,16 @@ interface SubscriptionRow {
   failing_since: number | null
 }
 
+// A disabled subscription has nothing waiting to be made: what it still holds is being failed (settle).
 const SUBSCRIPTION_COLUMNS = `s.id, s.account_id, a.name AS account_name, s.url, s.event_types, s.created_at, s.state,
-  s.disabled_reason, s.disabled_at, s.queued, s.failing_since`
+  s.disabled_reason, s.disabled_at, CASE WHEN s.state = 'active' THEN s.queued ELSE 0 END AS queued, s.failing_since`
+
+/** A disabled subscription whose queue is still to be failed. */
+interface SettleTarget {
+  id: string
+  disabled_at: number
+  disabled_reason: DisabledReason
+}
 
 const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms))
 
@@ -94,8 +102,11 @@ export class SqliteWebhooks {
   readonly #release: Statement
   readonly #recordAttempt: Statement
   readonly #disable: Statement
-  readonly #failQueued: Statement
-  readonly #clearFailed: Statement
+  readonly #settling: Statement
+  readonly #settleTarget: Statement
+  readonly #clearEarlier: Statement
+  readonly #failSome: Statement
+  readonly #unqueue: Statement
 
   constructor(db: Database, writes: GroupCommit, limits: StorageLimits) {
     this.#db = db
@@ -155,15 +166,33 @@ export class SqliteWebhooks {
          event_type = excluded.event_type, outcome = excluded.outcome, started_at = excluded.started_at,
          duration_ms = excluded.duration_ms, status = excluded.status, error = excluded.error`,
     )
+    // Its queue is failed afterwards, a batch at a time (settle): `queued` counts what is left to fail.
     this.#disable = db.prepare(
-      `UPDATE webhook_subscriptions SET state = 'disabled', disabled_reason = ?, disabled_at = ?, queued = 0,
-         failures = 0, failing_since = NULL WHERE id = ?`,
+      `UPDATE webhook_subscriptions SET state = 'disabled', disabled_reason = ?, disabled_at = ?, failures = 0,
+         failing_since = NULL WHERE id = ?`,
     )
-    this.#failQueued = db.prepare(
-      `UPDATE webhook_deliveries SET state = 'failed', failed_at = ?, last_error = coalesce(last_error, ?)
-       WHERE subscription_id = ? AND state = 'pending'`,
+    this.#settling = db.prepare(
+      `SELECT id, disabled_at, disabled_reason FROM webhook_subscriptions
+       WHERE state = 'disabled' AND queued > 0 LIMIT 1`,
     )
-    this.#clearFailed = db.prepare("DELETE FROM webhook_deliveries WHERE subscription_id = ? AND state = 'failed'")
+    this.#settleTarget = db.prepare(
+      "SELECT id, disabled_at, disabled_reason FROM webhook_subscriptions WHERE id = ? AND state = 'disabled'",
+    )
+    // Failed deliveries of an earlier disabling go, so a subscription keeps at most one disabling's worth.
+    this.#clearEarlier = db.prepare(
+      `DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries
+         WHERE subscription_id = :id AND state = 'failed' AND failed_at < :disabledAt LIMIT :limit)`,
+    )
+    this.#failSome = db.prepare(
+      `UPDATE webhook_deliveries SET state = 'failed', failed_at = :disabledAt, last_error = coalesce(last_error, :error)
+       WHERE id IN (SELECT id FROM webhook_deliveries WHERE subscription_id = :id AND state = 'pending'
+         ORDER BY id LIMIT :limit)`,
+    )
+    // A short batch was the last: nothing is left whatever the count said.
+    this.#unqueue = db.prepare(
+      `UPDATE webhook_subscriptions SET queued = CASE WHEN :failed < :limit THEN 0 ELSE max(queued - :failed, 0) END
+       WHERE id = :id`,
+    )
   }
 
   /** True when the account has an active subscription, so its plant changes must queue events. */
@@ -182,7 +211,7 @@ export class SqliteWebhooks {
     for (const subscription of subscriptions) {
       if (!wants(subscription.event_types, type)) continue
       if (cap > 0 && subscription.queued >= cap) {
-        this.#disableNow(subscription.id, 'backlog', now)
+        this.#disable.run('backlog', now, subscription.id)
         continue
       }
       this.#insertDelivery.run(subscription.id, eventId, type, body, now, now)
@@ -190,11 +219,32 @@ export class SqliteWebhooks {
     }
   }
 
-  /** Disables a subscription: its queued deliveries fail (those of an earlier disabling go, bounding them). */
-  #disableNow(id: string, reason: DisabledReason, now: number): void {
-    this.#clearFailed.run(id)
-    this.#failQueued.run(now, GIVEN_UP[reason], id)
-    this.#disable.run(reason, now, id)
+  /** Fails up to `limit` deliveries queued for a disabled subscription; see Storage.settleDisabled. */
+  async settleDisabled(limit: number): Promise<number> {
+    // A read first: with nothing to settle, no write lock.
+    const target = guard(() => this.#settling.get()) as SettleTarget | undefined
+    if (target === undefined) return 0
+    return this.#writes.run(() => this.#db.transaction(() => this.#settleBatch(target, limit))())
+  }
+
+  /** Fails everything a disabled subscription still holds, a batch per transaction; nothing when it is active. */
+  async #settleAll(id: string): Promise<void> {
+    for (;;) {
+      const target = guard(() => this.#settleTarget.get(id)) as SettleTarget | undefined
+      if (target === undefined) return
+      const changed = await this.#writes.run(() =>
+        this.#db.transaction(() => this.#settleBatch(target, SETTLE_BATCH))(),
+      )
+      if (changed === 0) return
+    }
+  }
+
+  #settleBatch(target: SettleTarget, limit: number): number {
+    const at = { id: target.id, disabledAt: target.disabled_at, limit }
+    const cleared = this.#clearEarlier.run(at).changes
+    const failed = this.#failSome.run({ ...at, error: GIVEN_UP[target.disabled_reason] }).changes
+    this.#unqueue.run({ id: target.id, failed, limit })
+    return cleared + failed
   }
 
   async createSubscription(subscription: NewSubscription): Promise<Subscription> {
@@ -255,6 +305,10 @@ export class SqliteWebhooks {
   }
 
   async enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined> {
+    const [subscription] = await this.listSubscriptions({ id, accountId })
+    if (subscription === undefined) return undefined
+    // What it held before is failed first, so nothing from before the disabling is delivered after it.
+    await this.#settleAll(id)
     const scoped = accountId === undefined ? '' : ' AND account_id = ?'
     const args = accountId === undefined ? [id] : [id, accountId]
     // Only a disabled one changes: enabling an active subscription must not reset its failures or backoff.
@@ -322,7 +376,7 @@ export class SqliteWebhooks {
       id: delivery.subscriptionId,
     }) as number
     this.#record(delivery, outcome, made)
-    if (outcome.state === 'failed') this.#disableNow(delivery.subscriptionId, 'failing', now)
+    if (outcome.state === 'failed') this.#disable.run('failing', now, delivery.subscriptionId)
   }
 
   #record(
@@ -409,7 +463,7 @@ export class SqliteWebhooks {
   }
 
   async countPendingDeliveries(): Promise<number> {
-    const sql = 'SELECT coalesce(sum(queued), 0) FROM webhook_subscriptions'
+    const sql = "SELECT coalesce(sum(queued), 0) FROM webhook_subscriptions WHERE state = 'active'"
     return guard(() => this.#db.prepare(sql).pluck().get()) as number
   }
 }
