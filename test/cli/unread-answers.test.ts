@@ -7,7 +7,8 @@ import { after, before, describe, test } from 'node:test'
 import { issueToken } from '../../src/auth/issue-token.js'
 import { openStorage } from '../../src/storage/index.js'
 import { statusCodes } from '../helpers/raw-http.js'
-import { cleanup, startServer, tempDatabase, type ServerProcess } from '../helpers/server-process.js'
+import { backends, type TestBackend } from '../helpers/backends.js'
+import { cleanup, startServer, type ServerProcess } from '../helpers/server-process.js'
 
 after(cleanup)
 
@@ -20,9 +21,14 @@ const TAG = '€'.repeat(100)
 const pageRequest = (token: string) =>
   `GET /plants?limit=${PAGE}&fields=id,name,tag HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`
 
-/** A database whose account mallory has a full page of plants; tokens for mallory and alice. */
-async function seeded(): Promise<{ database: string; mallory: string; alice: string }> {
-  const database = tempDatabase()
+/**
+ * A database of the backend whose account mallory has a full page of plants; tokens for mallory and alice. The pages
+ * come from the database, so the attack runs on each backend.
+ */
+async function seeded(
+  backend: TestBackend,
+): Promise<{ database: string; dispose: () => Promise<void>; mallory: string; alice: string }> {
+  const { url: database, dispose } = await backend.createDatabase()
   const storage = await openStorage(database)
   try {
     const mallory = await issueToken(storage, { accountName: 'mallory' })
@@ -31,7 +37,7 @@ async function seeded(): Promise<{ database: string; mallory: string; alice: str
       const ids = Array.from({ length: 100 }, (_, i) => BigInt(from + i))
       await Promise.all(ids.map((id) => storage.createPlant(mallory.token.accountId, { id, name: NAME, tag: TAG })))
     }
-    return { database, mallory: mallory.secret, alice: alice.secret }
+    return { database, dispose, mallory: mallory.secret, alice: alice.secret }
   } finally {
     await storage.close()
   }
@@ -70,131 +76,149 @@ function nonReader(port: number, token: string) {
   }
 }
 
-describe('plantstore serve, clients that pipeline requests and read no answer', () => {
-  let server: ServerProcess
-  let tokens: { mallory: string; alice: string }
-  before(async () => {
-    const { database, ...rest } = await seeded()
-    tokens = rest
-    server = await startServer({
-      database,
-      env: {
-        HTTP_MAX_CONNECTIONS_PER_ADDRESS: '4',
-        HTTP_WRITE_STALL_TIMEOUT_MS: '1000',
-        PLANTSTORE_RATE_LIMIT: '0',
-      },
-    })
-  })
-  after(() => server.stop('SIGKILL'))
-
-  test("the issue's attack, 37 connections of 16 pipelined pages read by no one: the ones past the address's cap refused, the rest closed by the stall timeout, memory bounded, another account served throughout", async () => {
-    // Alice's one keep-alive connection, open before the attack: one of the address's 4.
-    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
-    const get = (path: string) =>
-      new Promise<number>((resolve, reject) => {
-        const req = request({ port: server.port, host: '127.0.0.1', path, agent }, (res) => {
-          res.resume()
-          res.on('end', () => resolve(res.statusCode ?? 0))
-        })
-        req.setHeader('authorization', `Bearer ${tokens.alice}`)
-        req.on('error', reject)
-        req.end()
+for (const backend of backends) {
+  describe(`plantstore serve, clients that pipeline requests and read no answer (${backend.name})`, () => {
+    let server: ServerProcess
+    let tokens: { mallory: string; alice: string }
+    let dispose: () => Promise<void>
+    before(async () => {
+      const { database, dispose: drop, ...rest } = await seeded(backend)
+      dispose = drop
+      tokens = rest
+      server = await startServer({
+        database,
+        env: {
+          HTTP_MAX_CONNECTIONS_PER_ADDRESS: '4',
+          HTTP_WRITE_STALL_TIMEOUT_MS: '1000',
+          PLANTSTORE_RATE_LIMIT: '0',
+        },
       })
-    try {
-      assert.equal(await get('/plants?limit=1'), 200)
-      const before = rssKiB(server)
-      let peak = before
-      const sampler = setInterval(() => (peak = Math.max(peak, rssKiB(server))), 50)
-      const attackers = Array.from({ length: 37 }, () => nonReader(server.port, tokens.mallory))
-      // Alice asks again and again on her connection while the attack runs and past the stall timeout.
-      const served: number[] = []
-      for (const started = Date.now(); Date.now() - started < 3000; await sleep(100)) {
-        served.push(await get('/plants?limit=1'))
-      }
-      clearInterval(sampler)
-      assert.deepEqual(new Set(served), new Set([200]), `alice got ${served.join(' ')}`)
-
-      const answers = await Promise.all(attackers.map((attacker) => attacker.read(5000)))
-      const refused = answers.filter(({ text }) => statusCodes(text)[0] === 429)
-      assert.equal(refused.length, 37 - 3, 'all but 3 connections refused: alice holds one of the 4')
-      for (const { text } of refused) assert.match(text, /"error":42903/)
-      const kept = answers.filter((answer) => !refused.includes(answer))
-      for (const { text, open } of kept) {
-        assert.equal(open, false, 'the server closed the connection')
-        const pages = statusCodes(text).length
-        assert.ok(pages < 16, `the server gave up on its answers (the client got ${pages} of 16)`)
-      }
-      // Not a speed claim but a bound on what the attack can hold: 3 connections, one unsent answer each (about 1 MB),
-      // gone at the stall timeout; the server grew by about 21 MB here, mostly the garbage of making the pages the
-      // kernel took. The 37 connections' answers are 550 MB: without these limits the server made them all at once and
-      // held what the kernel did not take, for as long as the connections stayed open.
-      const grewKiB = peak - before
-      assert.ok(grewKiB < 64 * 1024, `the server grew by ${grewKiB} KiB`)
-      assert.equal(await get('/plants?limit=1'), 200)
-    } finally {
-      agent.destroy()
-    }
-  })
-
-  test('counts connections closed by the stall timeout in plantstore_http_write_stalls_total', async () => {
-    const res = await fetch(`${server.baseUrl}/metrics`)
-    const text = await res.text()
-    assert.match(text, /^plantstore_http_write_stalls_total 3$/m)
-  })
-
-  test('keeps serving a client that reads slowly but steadily, longer than the stall timeout in all', async () => {
-    const socket = connect(server.port, '127.0.0.1')
-    socket.on('error', () => {})
-    let text = ''
-    let started = 0
-    let sincePause = 0
-    socket.setEncoding('latin1')
-    socket.on('data', (chunk: string) => {
-      text += chunk
-      // 50 ms of pause after every 256 KB read: at most 5 MB/s, so the 15 MB take seconds, but each 940 KB answer
-      // is written out well within the stall timeout.
-      sincePause += chunk.length
-      if (sincePause < 256 * 1024) return
-      sincePause = 0
-      socket.pause()
-      setTimeout(() => socket.resume(), 50)
     })
-    socket.once('connect', () => (started = Date.now()))
-    const last = `GET /plants?limit=${PAGE}&fields=id,name,tag HTTP/1.1\r\nHost: x\r\nConnection: close\r\n`
-    socket.write(pageRequest(tokens.mallory).repeat(15) + last + `Authorization: Bearer ${tokens.mallory}\r\n\r\n`)
-    await new Promise((resolve) => socket.once('close', resolve))
-    assert.deepEqual(statusCodes(text), Array<number>(16).fill(200))
-    assert.ok(Date.now() - started > 1000, `read in ${Date.now() - started} ms: not slower than the stall timeout`)
-  })
-})
-
-describe('plantstore serve, connections that read nothing under the default connection caps', () => {
-  let server: ServerProcess
-  let tokens: { mallory: string; alice: string }
-  before(async () => {
-    const { database, ...rest } = await seeded()
-    tokens = rest
-    // Default caps (256 per address: every connection here fits); a stall timeout that outlasts the test.
-    server = await startServer({ database, env: { HTTP_WRITE_STALL_TIMEOUT_MS: '10000', PLANTSTORE_RATE_LIMIT: '0' } })
-  })
-  after(() => server.stop('SIGKILL'))
-
-  test('holds at most one unsent answer per connection that reads nothing, not its 16 pipelined ones', async () => {
-    const connections = 16
-    const attackers = Array.from({ length: connections }, () => nonReader(server.port, tokens.mallory))
-    await sleep(2000)
-    const res = await fetch(`${server.baseUrl}/plants?limit=1`, {
-      headers: { authorization: `Bearer ${tokens.alice}` },
+    after(async () => {
+      await server.stop('SIGKILL')
+      await dispose()
     })
-    assert.equal(res.status, 200, 'another account is served')
-    await res.arrayBuffer()
-    const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text()
-    for (const attacker of attackers) void attacker.read(0)
-    // Pages made (storage reads) against pages handed to the kernel (answers counted as sent): the difference is what
-    // the server holds. When every pipelined page was made at once, it was about 12 of the 16 per connection here.
-    const made = sample(metrics, 'plantstore_storage_call_duration_seconds_count{operation="listPlants",outcome="ok"}')
-    const sent = sample(metrics, 'plantstore_http_requests_total{route="/plants",method="GET",status="200"}')
-    assert.ok(sent >= connections, `${sent} pages sent: the kernel took at least one per connection`)
-    assert.ok(made - sent <= connections, `${made} pages made, ${sent} sent: ${made - sent} held`)
+
+    test("the issue's attack, 37 connections of 16 pipelined pages read by no one: the ones past the address's cap refused, the rest closed by the stall timeout, memory bounded, another account served throughout", async () => {
+      // Alice's one keep-alive connection, open before the attack: one of the address's 4.
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+      const get = (path: string) =>
+        new Promise<number>((resolve, reject) => {
+          const req = request({ port: server.port, host: '127.0.0.1', path, agent }, (res) => {
+            res.resume()
+            res.on('end', () => resolve(res.statusCode ?? 0))
+          })
+          req.setHeader('authorization', `Bearer ${tokens.alice}`)
+          req.on('error', reject)
+          req.end()
+        })
+      try {
+        assert.equal(await get('/plants?limit=1'), 200)
+        const before = rssKiB(server)
+        let peak = before
+        const sampler = setInterval(() => (peak = Math.max(peak, rssKiB(server))), 50)
+        const attackers = Array.from({ length: 37 }, () => nonReader(server.port, tokens.mallory))
+        // Alice asks again and again on her connection while the attack runs and past the stall timeout.
+        const served: number[] = []
+        for (const started = Date.now(); Date.now() - started < 3000; await sleep(100)) {
+          served.push(await get('/plants?limit=1'))
+        }
+        clearInterval(sampler)
+        assert.deepEqual(new Set(served), new Set([200]), `alice got ${served.join(' ')}`)
+
+        const answers = await Promise.all(attackers.map((attacker) => attacker.read(5000)))
+        const refused = answers.filter(({ text }) => statusCodes(text)[0] === 429)
+        assert.equal(refused.length, 37 - 3, 'all but 3 connections refused: alice holds one of the 4')
+        for (const { text } of refused) assert.match(text, /"error":42903/)
+        const kept = answers.filter((answer) => !refused.includes(answer))
+        for (const { text, open } of kept) {
+          assert.equal(open, false, 'the server closed the connection')
+          const pages = statusCodes(text).length
+          assert.ok(pages < 16, `the server gave up on its answers (the client got ${pages} of 16)`)
+        }
+        // Not a speed claim but a bound on what the attack can hold: 3 connections, one unsent answer each (about 1 MB),
+        // gone at the stall timeout; the server grew by about 21 MB here, mostly the garbage of making the pages the
+        // kernel took. The 37 connections' answers are 550 MB: without these limits the server made them all at once and
+        // held what the kernel did not take, for as long as the connections stayed open.
+        const grewKiB = peak - before
+        assert.ok(grewKiB < 64 * 1024, `the server grew by ${grewKiB} KiB`)
+        assert.equal(await get('/plants?limit=1'), 200)
+      } finally {
+        agent.destroy()
+      }
+    })
+
+    test('counts connections closed by the stall timeout in plantstore_http_write_stalls_total', async () => {
+      const res = await fetch(`${server.baseUrl}/metrics`)
+      const text = await res.text()
+      assert.match(text, /^plantstore_http_write_stalls_total 3$/m)
+    })
+
+    test('keeps serving a client that reads slowly but steadily, longer than the stall timeout in all', async () => {
+      const socket = connect(server.port, '127.0.0.1')
+      socket.on('error', () => {})
+      let text = ''
+      let started = 0
+      let sincePause = 0
+      socket.setEncoding('latin1')
+      socket.on('data', (chunk: string) => {
+        text += chunk
+        // 50 ms of pause after every 256 KB read: at most 5 MB/s, so the 15 MB take seconds, but each 940 KB answer
+        // is written out well within the stall timeout.
+        sincePause += chunk.length
+        if (sincePause < 256 * 1024) return
+        sincePause = 0
+        socket.pause()
+        setTimeout(() => socket.resume(), 50)
+      })
+      socket.once('connect', () => (started = Date.now()))
+      const last = `GET /plants?limit=${PAGE}&fields=id,name,tag HTTP/1.1\r\nHost: x\r\nConnection: close\r\n`
+      socket.write(pageRequest(tokens.mallory).repeat(15) + last + `Authorization: Bearer ${tokens.mallory}\r\n\r\n`)
+      await new Promise((resolve) => socket.once('close', resolve))
+      assert.deepEqual(statusCodes(text), Array<number>(16).fill(200))
+      assert.ok(Date.now() - started > 1000, `read in ${Date.now() - started} ms: not slower than the stall timeout`)
+    })
   })
-})
+
+  describe(`plantstore serve, connections that read nothing under the default connection caps (${backend.name})`, () => {
+    let server: ServerProcess
+    let tokens: { mallory: string; alice: string }
+    let dispose: () => Promise<void>
+    before(async () => {
+      const { database, dispose: drop, ...rest } = await seeded(backend)
+      dispose = drop
+      tokens = rest
+      // Default caps (256 per address: every connection here fits); a stall timeout that outlasts the test.
+      server = await startServer({
+        database,
+        env: { HTTP_WRITE_STALL_TIMEOUT_MS: '10000', PLANTSTORE_RATE_LIMIT: '0' },
+      })
+    })
+    after(async () => {
+      await server.stop('SIGKILL')
+      await dispose()
+    })
+
+    test('holds at most one unsent answer per connection that reads nothing, not its 16 pipelined ones', async () => {
+      const connections = 16
+      const attackers = Array.from({ length: connections }, () => nonReader(server.port, tokens.mallory))
+      await sleep(2000)
+      const res = await fetch(`${server.baseUrl}/plants?limit=1`, {
+        headers: { authorization: `Bearer ${tokens.alice}` },
+      })
+      assert.equal(res.status, 200, 'another account is served')
+      await res.arrayBuffer()
+      const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text()
+      for (const attacker of attackers) void attacker.read(0)
+      // Pages made (storage reads) against pages handed to the kernel (answers counted as sent): the difference is what
+      // the server holds. When every pipelined page was made at once, it was about 12 of the 16 per connection here.
+      const made = sample(
+        metrics,
+        'plantstore_storage_call_duration_seconds_count{operation="listPlants",outcome="ok"}',
+      )
+      const sent = sample(metrics, 'plantstore_http_requests_total{route="/plants",method="GET",status="200"}')
+      assert.ok(sent >= connections, `${sent} pages sent: the kernel took at least one per connection`)
+      assert.ok(made - sent <= connections, `${made} pages made, ${sent} sent: ${made - sent} held`)
+    })
+  })
+}
