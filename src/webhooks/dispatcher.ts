@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { ClaimedDelivery, DeliveryOutcome, Storage } from '../storage/types.js'
 import { SETTLE_BATCH } from '../storage/webhook-rules.js'
 import { send, type AttemptResult } from './send.js'
@@ -34,8 +35,6 @@ const MAX_RETRY_DELAY_MS = 3_600_000
 const LEASE_MARGIN_MS = 10_000
 // Failed deliveries deleted per purge statement: a long backlog of them goes in short transactions.
 const PURGE_BATCH = 1000
-// Settling batches per loop turn: a disabled subscription's queue is failed promptly, claims still come often.
-const SETTLE_BATCHES_PER_TURN = 4
 
 /** The delay before retry number `failures + 1`: exponential, capped at an hour, with jitter (50 to 100 %). */
 export function retryDelayMs(failures: number, baseMs: number): number {
@@ -73,6 +72,8 @@ export class WebhookDispatcher {
   readonly #inFlight = new Set<Promise<void>>()
   #stopped = false
   #loop: Promise<void> | undefined
+  #upkeep: Promise<void> | undefined
+  readonly #stopping = new AbortController()
   #wake: (() => void) | undefined
   // Set by a wake-up that came while the loop was claiming: the next pause then returns at once.
   #woken = false
@@ -86,21 +87,22 @@ export class WebhookDispatcher {
   /** Starts delivering in the background. */
   start(): void {
     this.#loop ??= this.#run()
+    this.#upkeep ??= this.#keepUp()
   }
 
   /** Stops claiming and waits for the attempts in flight (each bounded by the timeout). */
   async stop(): Promise<void> {
     this.#stopped = true
+    this.#stopping.abort()
     this.#poke()
     await this.#loop
+    await this.#upkeep
     await Promise.all(this.#inFlight)
   }
 
   async #run(): Promise<void> {
     const { concurrency, pollMs, timeoutMs, perAccount } = this.#options
     while (!this.#stopped) {
-      await this.#purgeWhenDue()
-      const settling = await this.#settle()
       const free = concurrency - this.#inFlight.size
       let claimed: ClaimedDelivery[] = []
       if (free > 0) {
@@ -115,9 +117,24 @@ export class WebhookDispatcher {
         for (const delivery of claimed) this.#track(this.#attempt(delivery))
       }
       // Every slot busy, or nothing more due: wait for an attempt to finish or the next poll. Never loop without
-      // waiting, or the attempts in flight (and the whole process) would never get to run; settling waits on the
-      // database at every batch, so it may go on at once.
-      if (!settling && (free === 0 || claimed.length < free)) await this.#pause(pollMs)
+      // waiting, or the attempts in flight (and the whole process) would never get to run.
+      if (free === 0 || claimed.length < free) await this.#pause(pollMs)
+    }
+  }
+
+  /**
+   * Upkeep beside delivery, so that claims never wait for it: the queues of disabled subscriptions failed a batch at
+   * a time (each its own short transaction, one after another while there are more), and failed deliveries past
+   * their retention purged.
+   */
+  async #keepUp(): Promise<void> {
+    while (!this.#stopped) {
+      await this.#purgeWhenDue()
+      const settled = await this.#storage.settleDisabled(SETTLE_BATCH).catch((err: unknown) => {
+        this.#options.onError?.(err)
+        return 0
+      })
+      if (settled === 0) await sleep(this.#options.pollMs, undefined, { signal: this.#stopping.signal }).catch(() => {})
     }
   }
 
@@ -129,21 +146,6 @@ export class WebhookDispatcher {
     await this.#storage.purgeFailedDeliveries(before, PURGE_BATCH).catch((err: unknown) => {
       this.#options.onError?.(err)
     })
-  }
-
-  /**
-   * Fails the queues of disabled subscriptions, a few batches (each its own short transaction) per loop turn;
-   * true while there may be more.
-   */
-  async #settle(): Promise<boolean> {
-    for (let batch = 0; batch < SETTLE_BATCHES_PER_TURN; batch++) {
-      const changed = await this.#storage.settleDisabled(SETTLE_BATCH).catch((err: unknown) => {
-        this.#options.onError?.(err)
-        return 0
-      })
-      if (changed === 0) return false
-    }
-    return true
   }
 
   /** Waits `ms`, or less when an attempt finishes: its subscription's next event may be due at once. */

@@ -94,6 +94,16 @@ for (const backend of backends) {
       await subscribe(other.name)
     })
 
+    test('creates racing at the subscription quota store exactly the quota', async () => {
+      const { name, id } = await account()
+      const outcomes = await Promise.allSettled(Array.from({ length: 12 }, () => subscribe(name)))
+      assert.equal(outcomes.filter((outcome) => outcome.status === 'fulfilled').length, 2)
+      for (const outcome of outcomes) {
+        if (outcome.status === 'rejected') assert.ok(isQuota('subscriptions', 2)(outcome.reason))
+      }
+      assert.equal((await storage.listSubscriptions({ accountId: id })).length, 2)
+    })
+
     test('disables a subscription whose queue is at its cap: the queued deliveries fail, nothing more is queued', async () => {
       const { name, id } = await account()
       const subscription = await subscribe(name)
@@ -140,6 +150,28 @@ for (const backend of backends) {
       assert.deepEqual(
         claimed.map((delivery) => delivery.body),
         ['{"id":5,"name":"new"}'],
+      )
+    })
+
+    test('an attempt given up on after its subscription was disabled keeps the reason and time of that disabling', async () => {
+      const { name, id } = await account()
+      const subscription = await subscribe(name)
+      await events(id, 1)
+      const [claimed] = (await storage.claimDeliveries(16, 60_000, 4)).filter(
+        (delivery) => delivery.subscriptionId === subscription.id,
+      )
+      // Two more events fill the queue to its cap of 3 while the attempt is out; the next disables it.
+      await storage.deletePlant(id, 100n)
+      await events(id, 2)
+      const [disabled] = await storage.listSubscriptions({ accountId: id })
+      assert.equal(disabled!.disabledReason, 'backlog')
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      const report = { startedAt: new Date(), durationMs: 1, status: 500, error: 'down' }
+      await storage.finishDelivery(claimed!, { ...report, state: 'failed' })
+      const [after] = await storage.listSubscriptions({ accountId: id })
+      assert.deepEqual(
+        [after!.state, after!.disabledReason, after!.disabledAt],
+        ['disabled', 'backlog', disabled!.disabledAt],
       )
     })
 

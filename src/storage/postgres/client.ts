@@ -2,10 +2,8 @@ import postgres from 'postgres'
 
 /** The pool, with int8 read and written as bigint. */
 export type Sql = postgres.Sql<{ bigint: bigint }>
-/** A connection of the pool held for one transaction (see transaction.ts). */
-export type ReservedSql = postgres.ReservedSql<{ bigint: bigint }>
-/** Any of them: what query helpers take. */
-export type Query = Sql | ReservedSql
+/** What query helpers take. */
+export type Query = Sql
 
 /**
  * One query per connection at a time. With pipelining (the default allows 100), requests beyond the pool are
@@ -31,8 +29,18 @@ export function reconnectDelaySeconds(failures: number): number {
 /** How long a statement waits for a lock before failing with 55P03 (answered 503). */
 export const LOCK_TIMEOUT_MS = 5000
 
-/** A lazily connecting pool of at most `poolSize` connections; other URL query parameters (search_path, sslmode, statement_timeout...) reach the server. */
-export function connect(url: string, poolSize: number): Sql {
+/**
+ * A lazily connecting pool of at most `poolSize` connections; other URL query parameters (search_path, sslmode,
+ * statement_timeout...) reach the server, and so do `settings` (run-time parameters set as each connection opens).
+ *
+ * Every write is one statement. postgres.js 3.4.9 mishandles the client-side transactions of `sql.begin` and
+ * `sql.reserve` under load and outages: BEGIN can be sent behind a running query without the connection being held
+ * for it, so later statements of other requests run inside that transaction, answered and never committed
+ * (porsager/postgres#1189); a statement sent on a held connection that closed throws from a timer and ends the
+ * process (#1208); a held connection can be lost to the pool, or a wait for one never end, after a connection drops
+ * (#1195). A single statement is atomic by itself and uses none of that.
+ */
+export function connect(url: string, poolSize: number, settings: Record<string, string> = {}): Sql {
   return postgres(url, {
     max: poolSize,
     ...ONE_QUERY_PER_CONNECTION,
@@ -40,10 +48,13 @@ export function connect(url: string, poolSize: number): Sql {
     connect_timeout: 5,
     backoff: reconnectDelaySeconds,
     types: { bigint: postgres.BigInt },
+    // No array types to read at each connection: no statement passes an array, and the client runs that read
+    // unawaited, so a connection ended during it made an unhandled rejection, which ends the process.
+    fetch_types: false,
     // CREATE ... IF NOT EXISTS notices would otherwise go to console.log.
     onnotice: () => {},
     // A write waiting on a lock gives up after 5 s (503), like SQLite's busy timeout, instead of PostgreSQL's
     // default of waiting forever. The URL's query string may set another value.
-    connection: { application_name: 'plantstore', lock_timeout: LOCK_TIMEOUT_MS },
+    connection: { application_name: 'plantstore', lock_timeout: LOCK_TIMEOUT_MS, ...settings },
   })
 }

@@ -22,7 +22,6 @@ import { PostgresWebhooks, queueEvents } from './webhooks.js'
 import { StorageUnavailableError } from '../../errors.js'
 import { guard } from './errors.js'
 import { connect, type Query, type Sql } from './client.js'
-import { transaction } from './transaction.js'
 import { migrate, pendingMigrations } from './migrations.js'
 
 interface TokenRow {
@@ -69,12 +68,23 @@ async function findTokenBy(
   return row === undefined ? undefined : toToken(row)
 }
 
-async function insertToken(sql: Query, token: NewToken): Promise<TokenRecord> {
-  await sql`INSERT INTO accounts (name, created_at) VALUES (${token.accountName}, now()) ON CONFLICT (name) DO NOTHING`
-  await sql`INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
-    SELECT ${token.id}, id, ${token.secretHash}, ${token.scopes.join(' ')}, ${token.label}, now(), ${token.expiresAt}
-    FROM accounts WHERE name = ${token.accountName}`
-  return withoutSecret((await findTokenBy(sql, token.secretHash))!)
+/**
+ * Stores a token, creating its account when new, in one statement; `onlyFirst`: only while the store holds no token
+ * at all (run it at serializable isolation, where two such inserts racing make one fail with 40001).
+ */
+async function insertToken(sql: Query, token: NewToken, onlyFirst = false): Promise<TokenRecord | undefined> {
+  const when = onlyFirst ? sql`WHERE NOT EXISTS (SELECT 1 FROM tokens)` : sql``
+  // DO UPDATE rather than DO NOTHING, so that an account that exists is returned too.
+  const [row] = await sql<TokenRow[]>`WITH account AS (
+      INSERT INTO accounts (name, created_at) SELECT ${token.accountName}, now() ${when}
+      ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id, name),
+    token AS (
+      INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
+      SELECT ${token.id}, id, ${token.secretHash}, ${token.scopes.join(' ')}, ${token.label}, now(), ${token.expiresAt}
+      FROM account RETURNING *)
+    SELECT t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label, t.created_at,
+      t.expires_at, t.revoked_at FROM token t JOIN account a ON a.id = t.account_id`
+  return row === undefined ? undefined : withoutSecret(toToken(row))
 }
 
 /**
@@ -104,9 +114,11 @@ export class PostgresStorage implements Storage {
   readonly #sql: Sql
   readonly #webhooks: PostgresWebhooks
   readonly #limits: StorageLimits
+  readonly #url: string
   readonly migrationsApplied: readonly number[]
 
-  private constructor(sql: Sql, migrationsApplied: number[], limits: StorageLimits) {
+  private constructor(url: string, sql: Sql, migrationsApplied: number[], limits: StorageLimits) {
+    this.#url = url
     this.#sql = sql
     this.#limits = limits
     this.#webhooks = new PostgresWebhooks(sql, limits)
@@ -123,7 +135,7 @@ export class PostgresStorage implements Storage {
         if (pending.length > 0) throw new MigrationsPendingError(pending)
         return []
       })
-      return new PostgresStorage(sql, applied, options.limits ?? NO_LIMITS)
+      return new PostgresStorage(url, sql, applied, options.limits ?? NO_LIMITS)
     } catch (err) {
       await sql.end({ timeout: 1 })
       throw err
@@ -194,29 +206,28 @@ export class PostgresStorage implements Storage {
   }
 
   async createToken(token: NewToken): Promise<TokenRecord> {
-    return guard(() => transaction(this.#sql, (tx) => insertToken(tx, token)))
+    return (await guard(() => insertToken(this.#sql, token)))!
   }
 
   async createFirstToken(token: NewToken): Promise<TokenRecord | undefined> {
-    // SERIALIZABLE makes count-then-insert atomic without locks: of two instances seeing an empty
-    // table at once, one commit fails with 40001 and its retry then sees the other's token.
-    return guard(async () => {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await transaction(
-            this.#sql,
-            async (tx) => {
-              const [row] = await tx<{ found: boolean }[]>`SELECT EXISTS (SELECT 1 FROM tokens) AS found`
-              return row!.found ? undefined : insertToken(tx, token)
-            },
-            'ISOLATION LEVEL SERIALIZABLE',
-          )
-        } catch (err) {
-          // After MAX_ATTEMPTS the 40001 itself is thrown: guard turns it into 503.
-          if ((err as { code?: unknown }).code !== SERIALIZATION_FAILURE || attempt >= MAX_ATTEMPTS) throw err
+    // Serializable, so that of two instances seeing an empty store at once one fails with 40001 and its retry then
+    // sees the other's token. A connection of its own, made serializable when it opens: the pool's statements stay
+    // read committed, and no statement needs a transaction of the client's (see client.ts).
+    const once = connect(this.#url, 1, { default_transaction_isolation: 'serializable' })
+    try {
+      return await guard(async () => {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            return await insertToken(once, token, true)
+          } catch (err) {
+            // After MAX_ATTEMPTS the 40001 itself is thrown: guard turns it into 503.
+            if ((err as { code?: unknown }).code !== SERIALIZATION_FAILURE || attempt >= MAX_ATTEMPTS) throw err
+          }
         }
-      }
-    })
+      })
+    } finally {
+      await once.end({ timeout: 1 })
+    }
   }
 
   async listTokens(accountName?: string): Promise<TokenRecord[]> {

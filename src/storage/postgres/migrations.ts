@@ -1,5 +1,4 @@
 import type { Query, Sql } from './client.js'
-import { transaction } from './transaction.js'
 
 /**
  * Versioned schema changes, applied in order, each once. Never edit a released entry: add one.
@@ -125,9 +124,13 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
   {
     version: 5,
     // Disabling a subscription marks it only; its queue is failed afterwards in batches (settleDisabled), which
-    // find the subscriptions still to settle through this index instead of reading every subscription.
+    // find the subscriptions still to settle through this index instead of reading every subscription. Every write
+    // is one statement (client.ts), so the subscription quota is held by a count on the account row, raised by
+    // the insert only while under the quota, instead of a count read under the row's lock.
     sql: `
       CREATE INDEX webhook_subscriptions_settling ON webhook_subscriptions (id) WHERE state = 'disabled' AND queued > 0;
+      ALTER TABLE accounts ADD COLUMN subscriptions integer NOT NULL DEFAULT 0;
+      UPDATE accounts a SET subscriptions = (SELECT count(*) FROM webhook_subscriptions s WHERE s.account_id = a.id);
     `,
   },
 ]
@@ -135,34 +138,50 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
 // An arbitrary constant ("plantsto" in ASCII): every plantstore migrator takes the same lock.
 const MIGRATION_LOCK = 0x706c616e7473746fn
 
+const UNIQUE_VIOLATION = '23505'
+
 async function appliedVersions(sql: Query): Promise<Set<number>> {
   const rows = await sql<{ version: number }[]>`SELECT version FROM schema_migrations`
   return new Set(rows.map((row) => row.version))
 }
 
 /**
- * Applies pending migrations in one transaction under an advisory lock, so instances starting
- * together take turns; the version table's primary key guards engines whose advisory locks are no-ops.
- * A current schema is left alone without DDL or locks, so a role without DDL rights starts fine.
+ * The pending migrations as one simple query of several statements, which PostgreSQL runs as one transaction: all or
+ * none, and no transaction of the client's (see client.ts). Instances starting together wait for the one migrating,
+ * however long it takes (lock_timeout 0); the versions are recorded first, so one that waited fails on their primary
+ * key before any DDL already applied.
+ */
+function script(pending: ReadonlyArray<{ version: number; sql: string }>): string {
+  return [
+    'SET LOCAL lock_timeout = 0',
+    `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`,
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+    `INSERT INTO schema_migrations (version) VALUES ${pending.map((migration) => `(${migration.version})`).join(', ')}`,
+    ...pending.map((migration) => migration.sql),
+  ].join(';\n')
+}
+
+/**
+ * Applies pending migrations, in one transaction under an advisory lock so that instances starting together take
+ * turns; returns the versions applied. A current schema is left alone without DDL or locks, so a role without DDL
+ * rights starts fine.
  */
 export async function migrate(sql: Sql): Promise<number[]> {
-  if ((await pendingMigrations(sql)).length === 0) return []
-  return transaction(sql, async (tx) => {
-    // Instances starting together wait for the one migrating, however long it takes.
-    await tx`SET LOCAL lock_timeout = 0`
-    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
-    await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
-      version integer PRIMARY KEY,
-      applied_at timestamptz NOT NULL DEFAULT now()
-    )`
-    const done = await appliedVersions(tx)
-    const pending = migrations.filter((migration) => !done.has(migration.version))
-    for (const migration of pending) {
-      await tx.unsafe(migration.sql)
-      await tx`INSERT INTO schema_migrations (version) VALUES (${migration.version})`
+  for (;;) {
+    const versions = await pendingMigrations(sql)
+    if (versions.length === 0) return []
+    const pending = migrations.filter((migration) => versions.includes(migration.version))
+    try {
+      await sql.unsafe(script(pending))
+      return versions
+    } catch (err) {
+      // Another instance applied some first: read what is pending again. Any other failure, or the same versions
+      // still pending, is the migrations' own.
+      const unique = (err as { code?: unknown }).code === UNIQUE_VIOLATION
+      const now = unique ? await pendingMigrations(sql) : versions
+      if (now.length === versions.length) throw err
     }
-    return pending.map((migration) => migration.version)
-  })
+  }
 }
 
 /** Versions this release needs that the database lacks. */

@@ -15,8 +15,7 @@ import {
 } from '../types.js'
 import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
 import { claimWindow, GIVEN_UP, SETTLE_BATCH } from '../webhook-rules.js'
-import type { Query, ReservedSql, Sql } from './client.js'
-import { transaction } from './transaction.js'
+import type { Query, Sql } from './client.js'
 import { guard } from './errors.js'
 
 interface SubscriptionRow {
@@ -83,29 +82,41 @@ export function queueEvents(
 }
 
 /**
- * One batch of settling (see Storage.settleDisabled) for the disabled subscriptions `target` selects (locked): up
- * to `limit` failed deliveries of an earlier disabling deleted, up to `limit` queued ones failed, and the queue count
- * lowered (to zero after a short batch, which was the last). Resolves with the rows changed.
+ * One batch of settling (see Storage.settleDisabled) for the disabled subscription `target` selects and locks: up to
+ * `limit` failed deliveries of an earlier disabling deleted and up to `limit` queued ones failed. Its queue count is
+ * what is left to fail, kept above zero until a batch finds nothing to do, so it stays on the settling index until
+ * then. Resolves with the rows changed, and whether `target` found a subscription.
  */
-async function settleBatch(sql: Query, target: postgres.Fragment, limit: number): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`WITH target AS (${target}),
-    cleared AS (
-      DELETE FROM webhook_deliveries WHERE id IN (SELECT d.id FROM webhook_deliveries d JOIN target t
-        ON d.subscription_id = t.id WHERE d.state = 'failed' AND d.failed_at < t.disabled_at LIMIT ${limit})
-      RETURNING 1),
+async function settleBatch(
+  sql: Query,
+  target: postgres.Fragment,
+  limit: number,
+): Promise<{ found: boolean; changed: number }> {
+  // The rows are chosen by the subscription's id as a value (`(SELECT id FROM target)`), not by a join on `target`:
+  // correlated with the locked row, PostgreSQL re-ran the limited subquery for every row of the subscription, 6 s per
+  // batch at a queue of 10,000. `state = 'pending'` is repeated on the row updated, so that a row failed by another
+  // settler while this statement waited for the lock is neither failed nor counted twice.
+  const [row] = await sql<{ found: boolean; changed: number }[]>`WITH target AS (${target}),
+    earlier AS (
+      SELECT id FROM webhook_deliveries WHERE subscription_id = (SELECT id FROM target) AND state = 'failed'
+        AND failed_at < (SELECT disabled_at FROM target) LIMIT ${limit}),
+    cleared AS (DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM earlier) RETURNING 1),
+    waiting AS (
+      SELECT id FROM webhook_deliveries WHERE subscription_id = (SELECT id FROM target) AND state = 'pending'
+        ORDER BY id LIMIT ${limit}),
     failed AS (
       UPDATE webhook_deliveries d SET state = 'failed', failed_at = t.disabled_at,
         last_error = coalesce(d.last_error, CASE t.disabled_reason WHEN 'backlog' THEN ${GIVEN_UP.backlog}
           ELSE ${GIVEN_UP.failing} END)
-      FROM target t WHERE d.subscription_id = t.id AND d.id IN (SELECT p.id FROM webhook_deliveries p
-        WHERE p.subscription_id = t.id AND p.state = 'pending' ORDER BY p.id LIMIT ${limit})
+      FROM target t WHERE d.id IN (SELECT id FROM waiting) AND d.state = 'pending'
       RETURNING 1),
+    changed AS (SELECT (SELECT count(*) FROM cleared) AS cleared, (SELECT count(*) FROM failed) AS failed),
     unqueued AS (
-      UPDATE webhook_subscriptions s SET queued = CASE WHEN (SELECT count(*) FROM failed) < ${limit} THEN 0
-        ELSE greatest(s.queued - (SELECT count(*) FROM failed), 0) END
-      FROM target t WHERE s.id = t.id)
-    SELECT ((SELECT count(*) FROM cleared) + (SELECT count(*) FROM failed))::int AS n`
-  return row!.n
+      UPDATE webhook_subscriptions s SET queued = CASE WHEN c.cleared = 0 AND c.failed = 0 THEN 0
+        ELSE greatest(s.queued - c.failed, 1) END
+      FROM target t, changed c WHERE s.id = t.id)
+    SELECT (cleared + failed)::int AS changed, EXISTS (SELECT 1 FROM target) AS found FROM changed`
+  return row!
 }
 
 type ClaimRow = DeliveryRow & { leased_id: string }
@@ -121,22 +132,21 @@ export class PostgresWebhooks {
   }
 
   async createSubscription(subscription: NewSubscription): Promise<Subscription> {
+    const sql = this.#sql
     const max = this.#limits.subscriptionsPerAccount
-    await guard(() =>
-      transaction(this.#sql, async (tx) => {
-        await tx`INSERT INTO accounts (name, created_at) VALUES (${subscription.accountName}, now())
-          ON CONFLICT (name) DO NOTHING`
-        // The account's row lock makes count-then-insert atomic across instances.
-        const [account] = await tx<{ id: bigint }[]>`SELECT id FROM accounts
-          WHERE name = ${subscription.accountName} FOR UPDATE`
-        const [row] = await tx<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_subscriptions
-          WHERE account_id = ${account!.id}`
-        if (max > 0 && row!.n >= max) throw new QuotaExceededError('subscriptions', max)
-        await tx`INSERT INTO webhook_subscriptions (id, account_id, url, secret, event_types, created_at)
-          VALUES (${subscription.id}, ${account!.id}, ${subscription.url}, ${subscription.secret},
-            ${subscription.eventTypes.join(' ')}, now())`
-      }),
+    // The account's count of subscriptions goes up only while under the quota: ON CONFLICT's WHERE is checked on the
+    // row as committed, once its lock is had, so creates racing at the quota cannot pass it, on any instance.
+    const [created] = await guard(
+      () => sql<{ id: string }[]>`WITH account AS (
+          INSERT INTO accounts (name, created_at, subscriptions) VALUES (${subscription.accountName}, now(), 1)
+          ON CONFLICT (name) DO UPDATE SET subscriptions = accounts.subscriptions + 1
+            WHERE ${max}::int = 0 OR accounts.subscriptions < ${max}::int
+          RETURNING id)
+        INSERT INTO webhook_subscriptions (id, account_id, url, secret, event_types, created_at)
+        SELECT ${subscription.id}, id, ${subscription.url}, ${subscription.secret},
+          ${subscription.eventTypes.join(' ')}, now() FROM account RETURNING id`,
     )
+    if (created === undefined) throw new QuotaExceededError('subscriptions', max)
     return (await this.listSubscriptions({ id: subscription.id }))[0]!
   }
 
@@ -156,16 +166,22 @@ export class PostgresWebhooks {
   }
 
   async deleteSubscription(id: string, accountId?: number): Promise<boolean> {
-    const scoped = (sql: Query) => (accountId === undefined ? sql`` : sql`AND account_id = ${accountId}`)
-    return guard(() =>
-      transaction(this.#sql, async (tx) => {
-        const removed = await tx`DELETE FROM webhook_subscriptions WHERE id = ${id} ${scoped(tx)}`
-        if (removed.count === 0) return false
-        await tx`DELETE FROM webhook_deliveries WHERE subscription_id = ${id}`
-        await tx`DELETE FROM webhook_attempts WHERE subscription_id = ${id}`
-        return true
-      }),
+    const sql = this.#sql
+    const scoped = accountId === undefined ? sql`` : sql`AND account_id = ${accountId}`
+    const [removed] = await guard(
+      () => sql<{ n: number }[]>`WITH removed AS (
+          DELETE FROM webhook_subscriptions WHERE id = ${id} ${scoped} RETURNING account_id),
+        counted AS (UPDATE accounts SET subscriptions = subscriptions - 1 WHERE id IN (SELECT account_id FROM removed))
+        SELECT count(*)::int AS n FROM removed`,
     )
+    if (removed!.n === 0) return false
+    // A second statement, so that it sees what a plant change queued for the subscription before the delete above
+    // could take its row; none can be queued after. A crash in between leaves rows that no claim reads.
+    await guard(
+      () => sql`WITH deliveries AS (DELETE FROM webhook_deliveries WHERE subscription_id = ${id})
+        DELETE FROM webhook_attempts WHERE subscription_id = ${id}`,
+    )
+    return true
   }
 
   async enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined> {
@@ -174,7 +190,7 @@ export class PostgresWebhooks {
     // What it held before is failed first, so nothing from before the disabling is delivered after it.
     const target = sql`SELECT id, disabled_at, disabled_reason FROM webhook_subscriptions
       WHERE id = ${id} ${scoped} AND state = 'disabled' FOR UPDATE`
-    while ((await guard(() => settleBatch(sql, target, SETTLE_BATCH))) > 0);
+    while ((await guard(() => settleBatch(sql, target, SETTLE_BATCH))).changed > 0);
     // Only a disabled one changes: enabling an active subscription must not reset its failures or backoff.
     await guard(
       () => sql`UPDATE webhook_subscriptions SET state = 'active', disabled_reason = NULL, disabled_at = NULL,
@@ -229,49 +245,46 @@ export class PostgresWebhooks {
     delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
     outcome: DeliveryOutcome,
   ): Promise<void> {
-    await guard(() => transaction(this.#sql, (tx) => this.#finish(tx, delivery, outcome)))
-  }
-
-  // The subscription's row is locked first, as a plant change queueing an event does, so the two never deadlock.
-  async #finish(
-    tx: ReservedSql,
-    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
-    outcome: DeliveryOutcome,
-  ): Promise<void> {
-    const subscriptionId = delivery.subscriptionId
-    const [held] = await tx`SELECT 1 FROM webhook_subscriptions
-      WHERE id = ${subscriptionId} AND lease = ${delivery.lease} FOR UPDATE`
-    // Another claim holds the subscription now (this one outlived its lease): its record is the one that counts.
-    if (held === undefined) return
+    const sql = this.#sql
+    const subscription = delivery.subscriptionId
     const id = BigInt(delivery.id)
     const delivered = outcome.state === 'delivered'
-    let dequeued = 0
-    if (delivered) {
-      // The row goes; one fewer queued only if it still counted as queued (not failed by a disabling).
-      const [gone] = await tx<{ state: string }[]>`DELETE FROM webhook_deliveries WHERE id = ${id} RETURNING state`
-      dequeued = gone?.state === 'pending' ? 1 : 0
-    } else {
-      await tx`UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ${outcome.status},
-        last_error = ${outcome.error} WHERE id = ${id} AND state = 'pending'`
-    }
+    // Given up on: disabled, unless something disabled it while the attempt ran (its reason and time then stand).
+    const givenUp = outcome.state === 'failed'
     const next = outcome.state === 'retry' ? outcome.nextAttemptAt : new Date()
-    const [row] = await tx<{ made: number }[]>`UPDATE webhook_subscriptions SET lease = NULL,
-        attempts_made = attempts_made + 1,
-        failures = CASE WHEN ${delivered} THEN 0 ELSE failures + 1 END,
-        failing_since = CASE WHEN ${delivered} THEN NULL ELSE coalesce(failing_since, ${outcome.startedAt}) END,
-        next_attempt_at = ${next}, queued = queued - ${dequeued}
-      WHERE id = ${subscriptionId} RETURNING attempts_made AS made`
-    await tx`INSERT INTO webhook_attempts
-        (subscription_id, slot, event_id, event_type, outcome, started_at, duration_ms, status, error)
-      VALUES (${subscriptionId}, ${row!.made % ATTEMPTS_KEPT}, ${delivery.eventId}, ${delivery.eventType},
-        ${outcome.state}, ${outcome.startedAt}, ${Math.round(outcome.durationMs)}, ${outcome.status}, ${outcome.error})
-      ON CONFLICT (subscription_id, slot) DO UPDATE SET event_id = excluded.event_id,
-        event_type = excluded.event_type, outcome = excluded.outcome, started_at = excluded.started_at,
-        duration_ms = excluded.duration_ms, status = excluded.status, error = excluded.error`
-    if (outcome.state === 'failed') {
-      await tx`UPDATE webhook_subscriptions SET state = 'disabled', disabled_reason = 'failing', disabled_at = now(),
-        failures = 0, failing_since = NULL WHERE id = ${subscriptionId}`
-    }
+    // One statement. `held` locks the subscription first, as a plant change queueing an event does, so the two never
+    // deadlock; nothing changes when another claim holds it now (this one outlived its lease: its record counts).
+    // Delivered: the row goes, and one fewer is queued only if it still counted as queued (not failed by settling).
+    await guard(
+      () => sql`WITH held AS (
+          SELECT id FROM webhook_subscriptions WHERE id = ${subscription} AND lease = ${delivery.lease} FOR UPDATE),
+        gone AS (
+          DELETE FROM webhook_deliveries WHERE ${delivered} AND id = ${id} AND EXISTS (SELECT 1 FROM held)
+          RETURNING state),
+        tried AS (
+          UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ${outcome.status},
+            last_error = ${outcome.error}
+          WHERE NOT ${delivered} AND id = ${id} AND state = 'pending' AND EXISTS (SELECT 1 FROM held)),
+        released AS (
+          UPDATE webhook_subscriptions s SET lease = NULL, attempts_made = s.attempts_made + 1,
+            failures = CASE WHEN ${delivered} OR ${givenUp} THEN 0 ELSE s.failures + 1 END,
+            failing_since = CASE WHEN ${delivered} OR ${givenUp} THEN NULL
+              ELSE coalesce(s.failing_since, ${outcome.startedAt}) END,
+            next_attempt_at = ${next},
+            queued = s.queued - (SELECT count(*) FROM gone WHERE state = 'pending'),
+            disabled_reason = CASE WHEN ${givenUp} AND s.state = 'active' THEN 'failing' ELSE s.disabled_reason END,
+            disabled_at = CASE WHEN ${givenUp} AND s.state = 'active' THEN now() ELSE s.disabled_at END,
+            state = CASE WHEN ${givenUp} THEN 'disabled' ELSE s.state END
+          FROM held WHERE s.id = held.id RETURNING s.attempts_made)
+        INSERT INTO webhook_attempts
+          (subscription_id, slot, event_id, event_type, outcome, started_at, duration_ms, status, error)
+        SELECT ${subscription}, attempts_made % ${ATTEMPTS_KEPT}, ${delivery.eventId}, ${delivery.eventType},
+          ${outcome.state}, ${outcome.startedAt}, ${Math.round(outcome.durationMs)}, ${outcome.status}, ${outcome.error}
+        FROM released
+        ON CONFLICT (subscription_id, slot) DO UPDATE SET event_id = excluded.event_id,
+          event_type = excluded.event_type, outcome = excluded.outcome, started_at = excluded.started_at,
+          duration_ms = excluded.duration_ms, status = excluded.status, error = excluded.error`,
+    )
   }
 
   async settleDisabled(limit: number): Promise<number> {
@@ -279,7 +292,11 @@ export class PostgresWebhooks {
     // SKIP LOCKED: instances settling at once take different subscriptions.
     const target = sql`SELECT id, disabled_at, disabled_reason FROM webhook_subscriptions
       WHERE state = 'disabled' AND queued > 0 LIMIT 1 FOR UPDATE SKIP LOCKED`
-    return guard(() => settleBatch(sql, target, limit))
+    for (;;) {
+      const { found, changed } = await guard(() => settleBatch(sql, target, limit))
+      // Nothing changed: that subscription is settled and off the index now; another may still wait.
+      if (!found || changed > 0) return changed
+    }
   }
 
   async purgeFailedDeliveries(before: Date, limit: number): Promise<number> {

@@ -166,10 +166,11 @@ export class SqliteWebhooks {
          event_type = excluded.event_type, outcome = excluded.outcome, started_at = excluded.started_at,
          duration_ms = excluded.duration_ms, status = excluded.status, error = excluded.error`,
     )
-    // Its queue is failed afterwards, a batch at a time (settle): `queued` counts what is left to fail.
+    // Its queue is failed afterwards, a batch at a time (settle): `queued` counts what is left to fail. One disabled
+    // already (while an attempt ran) keeps the reason and time it was disabled with.
     this.#disable = db.prepare(
       `UPDATE webhook_subscriptions SET state = 'disabled', disabled_reason = ?, disabled_at = ?, failures = 0,
-         failing_since = NULL WHERE id = ?`,
+         failing_since = NULL WHERE id = ? AND state = 'active'`,
     )
     this.#settling = db.prepare(
       `SELECT id, disabled_at, disabled_reason FROM webhook_subscriptions
@@ -188,10 +189,11 @@ export class SqliteWebhooks {
        WHERE id IN (SELECT id FROM webhook_deliveries WHERE subscription_id = :id AND state = 'pending'
          ORDER BY id LIMIT :limit)`,
     )
-    // A short batch was the last: nothing is left whatever the count said.
+    // What is left to fail, kept above zero until a batch finds nothing to do, so the subscription stays on the
+    // settling index until every earlier failed delivery is gone too.
     this.#unqueue = db.prepare(
-      `UPDATE webhook_subscriptions SET queued = CASE WHEN :failed < :limit THEN 0 ELSE max(queued - :failed, 0) END
-       WHERE id = :id`,
+      `UPDATE webhook_subscriptions SET queued = CASE WHEN :cleared = 0 AND :failed = 0 THEN 0
+         ELSE max(queued - :failed, 1) END WHERE id = :id`,
     )
   }
 
@@ -221,10 +223,14 @@ export class SqliteWebhooks {
 
   /** Fails up to `limit` deliveries queued for a disabled subscription; see Storage.settleDisabled. */
   async settleDisabled(limit: number): Promise<number> {
-    // A read first: with nothing to settle, no write lock.
-    const target = guard(() => this.#settling.get()) as SettleTarget | undefined
-    if (target === undefined) return 0
-    return this.#writes.run(() => this.#db.transaction(() => this.#settleBatch(target, limit))())
+    for (;;) {
+      // A read first: with nothing to settle, no write lock.
+      const target = guard(() => this.#settling.get()) as SettleTarget | undefined
+      if (target === undefined) return 0
+      const changed = await this.#writes.run(() => this.#db.transaction(() => this.#settleBatch(target, limit))())
+      // Nothing changed: that subscription is settled and off the index now; another may still wait.
+      if (changed > 0) return changed
+    }
   }
 
   /** Fails everything a disabled subscription still holds, a batch per transaction; nothing when it is active. */
@@ -243,7 +249,7 @@ export class SqliteWebhooks {
     const at = { id: target.id, disabledAt: target.disabled_at, limit }
     const cleared = this.#clearEarlier.run(at).changes
     const failed = this.#failSome.run({ ...at, error: GIVEN_UP[target.disabled_reason] }).changes
-    this.#unqueue.run({ id: target.id, failed, limit })
+    this.#unqueue.run({ id: target.id, cleared, failed })
     return cleared + failed
   }
 

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import postgres from 'postgres'
+import { mintToken } from '../../../src/auth/issue-token.js'
+import { openStorage, type Storage } from '../../../src/storage/index.js'
+import { EVENT_TYPES, newSigningSecret, newSubscriptionId } from '../../../src/webhooks/events.js'
+import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../../helpers/backends.js'
+
+const APP = 'plantstore-pool-test'
+const OUTCOME = { startedAt: new Date(), durationMs: 5, status: 500, error: 'no' } as const
+
+// Runs with the PostgreSQL half of the suite (see test/storage/backends.test.ts for the skip notice).
+if (POSTGRES_URL !== undefined)
+  describe('PostgreSQL storage on a small, busy pool', () => {
+    let database: TestDatabase
+    let admin: postgres.Sql
+    before(async () => {
+      database = await postgresBackend(POSTGRES_URL!).createDatabase()
+      admin = postgres(database.url, { max: 1, onnotice: () => {} })
+    })
+    after(async () => {
+      await admin.end()
+      await database.dispose()
+    })
+
+    /** Storage on the test's schema through a pool of two connections its own application name tells apart. */
+    async function open(): Promise<Storage> {
+      const url = new URL(database.url)
+      url.searchParams.set('application_name', APP)
+      return openStorage(url.toString(), { migrate: true, poolSize: 2 })
+    }
+
+    /** One of every kind of write, all at once: tokens, subscriptions, plants with their events, attempts. */
+    async function burst(storage: Storage, round: number): Promise<void> {
+      const account = `burst${round}`
+      const { accountId } = await storage.createToken(mintToken({ accountName: account }).record)
+      const subscribe = () =>
+        storage.createSubscription({
+          id: newSubscriptionId(),
+          accountName: account,
+          url: 'http://127.0.0.1:9/hook',
+          secret: newSigningSecret(),
+          eventTypes: [...EVENT_TYPES],
+        })
+      const [kept, removed] = await Promise.all([subscribe(), subscribe()])
+      // A read, then a write that used to need a transaction, and so on: each write queues behind a statement that
+      // keeps a connection busy, where postgres.js sent sql.begin's BEGIN without holding the connection for it.
+      const writes: Array<Promise<unknown>> = [
+        storage.listPlants(accountId, { limit: 5 }),
+        storage.deleteSubscription(removed.id, accountId),
+      ]
+      for (let i = 0; i < 8; i++) {
+        writes.push(storage.listPlants(accountId, { limit: 5 }))
+        writes.push(storage.createToken(mintToken({ accountName: account }).record))
+        writes.push(storage.createPlant(accountId, { id: BigInt(i), name: 'Fern', tag: null }))
+      }
+      await Promise.all(writes)
+      const claimed = (await storage.claimDeliveries(16, 60_000, 4)).filter((d) => d.subscriptionId === kept.id)
+      await Promise.all(claimed.map((delivery) => storage.finishDelivery(delivery, { ...OUTCOME, state: 'failed' })))
+    }
+
+    test("keeps every write of all kinds at once, and each account's count of subscriptions right", async () => {
+      const storage = await open()
+      try {
+        for (let round = 0; round < 10; round++) await burst(storage, round)
+      } finally {
+        await storage.close()
+      }
+      const [row] = await admin<{ subscriptions: number; attempts: number; off: number }[]>`SELECT
+        (SELECT count(*)::int FROM webhook_subscriptions s JOIN accounts a ON a.id = s.account_id
+          WHERE a.name LIKE 'burst%') AS subscriptions,
+        (SELECT count(*)::int FROM webhook_attempts) AS attempts,
+        (SELECT count(*)::int FROM accounts a WHERE subscriptions <>
+          (SELECT count(*) FROM webhook_subscriptions s WHERE s.account_id = a.id)) AS off`
+      assert.deepEqual(row, { subscriptions: 10, attempts: 10, off: 0 })
+    })
+
+    test('survives its connections being ended mid-write, and serves on', async () => {
+      // With sql.begin, the client's own ROLLBACK on a closed connection threw from a timer: the test process would
+      // end with an uncaught TypeError instead of this test passing.
+      const storage = await open()
+      try {
+        let killing = true
+        const killer = (async () => {
+          while (killing) {
+            await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ${APP}`
+            await new Promise((resolve) => setTimeout(resolve, 15))
+          }
+        })()
+        const outcomes = await Promise.allSettled(Array.from({ length: 30 }, (_, round) => burst(storage, 100 + round)))
+        killing = false
+        await killer
+        assert.ok(
+          outcomes.some((outcome) => outcome.status === 'rejected'),
+          'the connections were ended under the writes',
+        )
+        // Every failure is the database being unavailable (answered 503), never another error.
+        for (const outcome of outcomes) {
+          if (outcome.status === 'rejected') assert.equal((outcome.reason as Error).name, 'StorageUnavailableError')
+        }
+        // The first statement on a reconnected connection may still get the old backend's 57P01 (the client keeps
+        // it across the reconnection, porsager/postgres#1215): 503 like any outage, then gone.
+        await burst(storage, 200).catch(() => burst(storage, 201))
+        await burst(storage, 202)
+      } finally {
+        await storage.close()
+      }
+    })
+  })
