@@ -1,28 +1,20 @@
-import type { CoreShares } from './core-usage.js'
+import {
+  errorText,
+  int,
+  ms,
+  pct,
+  ratio,
+  ratioText,
+  REFERENCE,
+  rowFor,
+  spread,
+  type Measurement,
+  type Row,
+} from './report-rows.js'
 import { count, SIZE_TARGET, type AccountKey, type AccountSizes, type Scenario } from './scenarios.js'
-import { max, median, min } from './stats.js'
-import type { WrkResult } from './wrk.js'
+import { max, median } from './stats.js'
 
-export const REFERENCE = 'reference'
-
-/** One measured (not warm-up) run. */
-export interface Measurement {
-  scenario: string
-  round: number
-  server: string
-  /** The account the run read or wrote. */
-  account: AccountKey
-  wrk: WrkResult
-  rssBytes: number
-  /** How the server's and wrk's cores were used during the run; undefined when not pinned. */
-  core: CoreReport | undefined
-}
-
-/** The server's core (own: the server) and the load generator's core (own: wrk). */
-export interface CoreReport {
-  server: CoreShares
-  load: CoreShares
-}
+export { REFERENCE, type CoreReport, type Measurement } from './report-rows.js'
 
 /** Above this share of a core, other processes make a run's figures doubtful. */
 const BUSY_SHARE = 0.1
@@ -45,24 +37,6 @@ export interface ReportContext {
   notes: string[]
 }
 
-/** Medians across rounds for one server (and account) in one scenario. */
-interface Row {
-  server: string
-  account: AccountKey
-  rps: number
-  p50Ms: number
-  p99Ms: number
-  rssMiB: number
-  non2xx: number
-  socketErrors: number
-  /** Medians in percent: the server's share of its core, other processes' shares of that core and of wrk's. */
-  serverCpuPct: number | undefined
-  otherCpuPct: number | undefined
-  loadOtherPct: number | undefined
-  /** Reference scenarios: service req/s over the reference's, per round (empty for the reference itself). */
-  ratios: number[]
-}
-
 /** Size scenarios, one server: the large account over the small one, per round. */
 interface SizeRow {
   server: string
@@ -70,34 +44,6 @@ interface SizeRow {
   pageTime: number[]
   p50: number[]
   p99: number[]
-}
-
-function corePct(measurements: Measurement[], share: (core: CoreReport) => number): number | undefined {
-  if (measurements.some((m) => m.core === undefined)) return undefined
-  return median(measurements.map((m) => (m.core ? share(m.core) : 0) * 100))
-}
-
-function rowFor(measurements: Measurement[], server: string, account: AccountKey): Row | undefined {
-  const own = measurements.filter((m) => m.server === server && m.account === account)
-  if (own.length === 0) return undefined
-  const ratios = own.flatMap((m) => {
-    const reference = measurements.find((r) => r.server === REFERENCE && r.round === m.round)
-    return server === REFERENCE || reference === undefined ? [] : [m.wrk.rps / reference.wrk.rps]
-  })
-  return {
-    server,
-    account,
-    rps: median(own.map((m) => m.wrk.rps)),
-    p50Ms: median(own.map((m) => m.wrk.p50Ms)),
-    p99Ms: median(own.map((m) => m.wrk.p99Ms)),
-    rssMiB: median(own.map((m) => m.rssBytes / 2 ** 20)),
-    non2xx: own.reduce((sum, m) => sum + m.wrk.non2xx, 0),
-    socketErrors: own.reduce((sum, m) => sum + m.wrk.socketErrors, 0),
-    serverCpuPct: corePct(own, (core) => core.server.own),
-    otherCpuPct: corePct(own, (core) => core.server.other),
-    loadOtherPct: corePct(own, (core) => core.load.other),
-    ratios,
-  }
 }
 
 function scenarioMeasurements(context: ReportContext, scenario: Scenario): Measurement[] {
@@ -132,24 +78,8 @@ function sizeRowsFor(context: ReportContext, scenario: Scenario): SizeRow[] {
   })
 }
 
-const int = (n: number): string => Math.round(n).toLocaleString('en-US')
-const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n.toFixed(1))
-const ratio = (r: number): string => r.toFixed(2)
-const pct = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n.toFixed(0)}%`)
-const spread = (values: number[]): string => `${ratio(median(values))} (${ratio(min(values))}–${ratio(max(values))})`
-
-function ratioText(row: Row): string {
-  if (row.ratios.length === 0) return row.server === REFERENCE ? '1.00 (itself)' : 'n/a'
-  return spread(row.ratios)
-}
-
 function verdict(row: SizeRow): string {
   return median(row.pageTime) <= SIZE_TARGET ? 'within target' : '**above target**'
-}
-
-function errorText(row: Row): string {
-  if (row.non2xx === 0 && row.socketErrors === 0) return '0'
-  return `**${int(row.non2xx)} non-2xx, ${int(row.socketErrors)} socket**`
 }
 
 function referenceSection(context: ReportContext, scenario: Scenario): string[] {
