@@ -115,6 +115,26 @@ export async function insertPlants(databaseUrl: string, account: string, range: 
   else await insertPostgres(databaseUrl, account, range)
 }
 
+/** The plants an account holds, read straight from the database. */
+export async function countPlants(databaseUrl: string, account: string): Promise<number> {
+  const query = 'SELECT count(*) AS n FROM plants p JOIN accounts a ON a.id = p.account_id WHERE a.name = $1'
+  if (databaseUrl.startsWith('sqlite:')) {
+    const db = new Database(databaseUrl.slice('sqlite:'.length), { readonly: true })
+    try {
+      return Number(db.prepare(query.replace('$1', '?')).pluck().get(account))
+    } finally {
+      db.close()
+    }
+  }
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  try {
+    const [row] = await sql.unsafe<Array<{ n: string }>>(query, [account])
+    return Number(row?.n)
+  } finally {
+    await sql.end()
+  }
+}
+
 // Per account: the plants it holds and the count the per-account quota reads (the sum of its stripes).
 const COUNTS_SQL = `SELECT a.name, (SELECT count(*) FROM plants p WHERE p.account_id = a.id) AS plants,
   (SELECT coalesce(sum(c.plants), 0) FROM plant_counts c WHERE c.account_id = a.id) AS counted FROM accounts a`
