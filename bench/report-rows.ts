@@ -2,6 +2,7 @@
  * What every section of the report builds on: the measured runs, a server's medians across rounds, and how
  * figures are written.
  */
+import type { DispatcherCounts } from './claims.js'
 import type { CoreShares } from './core-usage.js'
 import type { AccountKey } from './scenarios.js'
 import { max, median, min } from './stats.js'
@@ -20,6 +21,8 @@ export interface Measurement {
   rssBytes: number
   /** How the server's and wrk's cores were used during the run; undefined when not pinned. */
   core: CoreReport | undefined
+  /** Backlog scenarios: the webhook dispatcher's work during the run, from the service's metrics. */
+  dispatcher?: DispatcherCounts
 }
 
 /** The server's core (own: the server) and the load generator's core (own: wrk). */
