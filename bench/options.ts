@@ -30,7 +30,7 @@ The backlog scenarios run on twin services per backend instead, seeded alike but
 webhook deliveries, which the service delivers to a slow receiver on loopback while the listed account is
 measured; the report compares the twins and gives the dispatcher's claim time per call from /metrics.
 
-  --quick            CI smoke run, not a measurement (about a minute): 2 rounds of 1 s runs without warm-up,
+  --quick            CI smoke run, not a measurement (75 s or so): 2 rounds of 1 s runs without warm-up,
                      accounts of 10,000 (listed), 1,000 (small) and 100,000 (large) plants, a backlog of 1,000
   --rounds N         rounds (default 6)
   --duration S       measured seconds per server per round (default 10); the size scenarios measure half as
@@ -43,7 +43,8 @@ measured; the report compares the twins and gives the dispatcher's claim time pe
   --large N          plants in the large account of the size scenarios (default 1000000)
   --backlog N        backlog scenarios: events queued for each of the other account's ${BACKLOG_SUBSCRIPTIONS} subscriptions, one
                      per plant it holds (default 50000: 500,000 queued deliveries)
-  --scenarios LIST   comma-separated, from: ${SCENARIOS.map((s) => s.name).join(', ')} (default all)
+  --scenarios LIST   comma-separated (default all), from:
+                     ${SCENARIOS.map((s) => s.name).join(', ')}
   --out FILE         report file (default bench/results.md)`
 
 /** Keyset pages need a page after the first and before the last one: 2 pages and a plant at least. */
