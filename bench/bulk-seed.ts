@@ -69,7 +69,9 @@ function insertSqlite(file: string, account: string, range: IdRange): void {
 
 /**
  * Plants with ids in `range` in one INSERT ... SELECT FROM generate_series, the catalogue passed as two arrays
- * indexed the way seedPlant() picks its entry (id % length).
+ * indexed the way seedPlant() picks its entry (id % length). The account's plant count goes up by as many in the
+ * same transaction: on PostgreSQL the service keeps plant_counts in its own statements, not by trigger (migration
+ * 4), so plants inserted behind its back would be invisible to the per-account quota.
  */
 async function insertPostgres(databaseUrl: string, account: string, range: IdRange): Promise<void> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
@@ -78,9 +80,14 @@ async function insertPostgres(databaseUrl: string, account: string, range: IdRan
     if (row === undefined) throw new Error(`PostgreSQL: no account ${account} after tokens create`)
     const names = CATALOGUE.map((entry) => entry.name)
     const tags = CATALOGUE.map((entry) => entry.tag ?? null)
-    await sql`INSERT INTO plants (account_id, id, name, tag)
-      SELECT ${row.id}::bigint, g, (${names}::text[])[g % ${names.length} + 1], (${tags}::text[])[g % ${names.length} + 1]
-      FROM generate_series(${range.start}::bigint, ${range.end - 1}::bigint) AS g`
+    await sql.begin(async (tx) => {
+      await tx`INSERT INTO plants (account_id, id, name, tag)
+        SELECT ${row.id}::bigint, g, (${names}::text[])[g % ${names.length} + 1], (${tags}::text[])[g % ${names.length} + 1]
+        FROM generate_series(${range.start}::bigint, ${range.end - 1}::bigint) AS g`
+      // Any stripe will do: the quota reads the sum of the account's stripes.
+      await tx`INSERT INTO plant_counts (account_id, stripe, plants) VALUES (${row.id}::bigint, 0, ${range.end - range.start})
+        ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants`
+    })
   } finally {
     await sql.end()
   }
@@ -108,6 +115,58 @@ export async function insertPlants(databaseUrl: string, account: string, range: 
   else await insertPostgres(databaseUrl, account, range)
 }
 
+/** The plants an account holds, read straight from the database. */
+export async function countPlants(databaseUrl: string, account: string): Promise<number> {
+  const query = 'SELECT count(*) AS n FROM plants p JOIN accounts a ON a.id = p.account_id WHERE a.name = $1'
+  if (databaseUrl.startsWith('sqlite:')) {
+    const db = new Database(databaseUrl.slice('sqlite:'.length), { readonly: true })
+    try {
+      return Number(db.prepare(query.replace('$1', '?')).pluck().get(account))
+    } finally {
+      db.close()
+    }
+  }
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  try {
+    const [row] = await sql.unsafe<Array<{ n: string }>>(query, [account])
+    return Number(row?.n)
+  } finally {
+    await sql.end()
+  }
+}
+
+// Per account: the plants it holds and the count the per-account quota reads (the sum of its stripes).
+const COUNTS_SQL = `SELECT a.name, (SELECT count(*) FROM plants p WHERE p.account_id = a.id) AS plants,
+  (SELECT coalesce(sum(c.plants), 0) FROM plant_counts c WHERE c.account_id = a.id) AS counted FROM accounts a`
+
+/**
+ * Throws unless every account's plant count (plant_counts, migration 4) equals the plants it holds: seeding
+ * behind the service's back must leave the quota seeing what the service itself would have counted.
+ */
+export async function checkPlantCounts(databaseUrl: string): Promise<void> {
+  let rows: Array<{ name: string; plants: number | string; counted: number | string }>
+  if (databaseUrl.startsWith('sqlite:')) {
+    const db = new Database(databaseUrl.slice('sqlite:'.length), { readonly: true })
+    try {
+      rows = db.prepare(COUNTS_SQL).all() as typeof rows
+    } finally {
+      db.close()
+    }
+  } else {
+    const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+    try {
+      rows = await sql.unsafe(COUNTS_SQL)
+    } finally {
+      await sql.end()
+    }
+  }
+  const wrong = rows.filter((row) => String(row.plants) !== String(row.counted))
+  if (wrong.length > 0) {
+    const list = wrong.map((row) => `${row.name} holds ${row.plants} plants, counted ${row.counted}`).join('; ')
+    throw new Error(`plant counts disagree with the plants seeded: ${list}`)
+  }
+}
+
 /**
  * Migrates the database with `plantstore migrate`, creates each account's token with `plantstore tokens
  * create`, then inserts its plants. `databaseUrl` is the service's: sqlite:FILE or a postgres:// URL (with its
@@ -124,5 +183,6 @@ export async function bulkSeed(databaseUrl: string, accounts: AccountPlan[]): Pr
     seeded.push({ ...account, token: tokens[index] ?? '', insertSeconds: (performance.now() - started) / 1000 })
   }
   if (!databaseUrl.startsWith('sqlite:')) await vacuumPostgres(databaseUrl)
+  await checkPlantCounts(databaseUrl)
   return seeded
 }

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { SCENARIOS, selectScenarios, type AccountSizes, type Scenario } from './scenarios.js'
+import { BACKLOG_SUBSCRIPTIONS, SCENARIOS, selectScenarios, type BenchSizes, type Scenario } from './scenarios.js'
 
 export interface BenchOptions {
   quick: boolean
@@ -13,8 +13,8 @@ export interface BenchOptions {
   connections: number
   /** wrk threads: 1 suits a load generator pinned to one core. */
   threads: number
-  /** Plants in each account (ids 1..n). */
-  sizes: AccountSizes
+  /** Plants in each account (ids 1..n), and the backlog scenarios' events queued per subscription. */
+  sizes: BenchSizes
   scenarios: Scenario[]
   out: string
   /** The arguments as given, for the report's command line. */
@@ -26,9 +26,12 @@ export const HELP = `Usage: npm run bench -- [options]
 Benchmarks the service (SQLite; PostgreSQL too when PLANTSTORE_BENCH_POSTGRES_URL is set) against a bare
 node:http reference server with wrk, in interleaved rounds, and writes the results as Markdown. The services'
 databases are seeded before they start: schema and tokens with the service's CLI, plants in bulk with SQL.
+The backlog scenarios run on twin services per backend instead, seeded alike but for another account's queued
+webhook deliveries, which the service delivers to a slow receiver on loopback while the listed account is
+measured; the report compares the twins and gives the dispatcher's claim time per call from /metrics.
 
-  --quick            CI smoke run, not a measurement (under a minute): 2 rounds of 1 s runs without warm-up,
-                     accounts of 10,000 (listed), 1,000 (small) and 100,000 (large) plants
+  --quick            CI smoke run, not a measurement (75 s or so): 2 rounds of 1 s runs without warm-up,
+                     accounts of 10,000 (listed), 1,000 (small) and 100,000 (large) plants, a backlog of 1,000
   --rounds N         rounds (default 6)
   --duration S       measured seconds per server per round (default 10); the size scenarios measure half as
                      long per account (rounded up), as they make two runs per service per round
@@ -38,7 +41,10 @@ databases are seeded before they start: schema and tokens with the service's CLI
   --seed N           plants in the listed account, read and written by get, post, mix, delete (default 100000)
   --small N          plants in the small account of the size scenarios (default 1000)
   --large N          plants in the large account of the size scenarios (default 1000000)
-  --scenarios LIST   comma-separated, from: ${SCENARIOS.map((s) => s.name).join(', ')} (default all)
+  --backlog N        backlog scenarios: events queued for each of the other account's ${BACKLOG_SUBSCRIPTIONS} subscriptions, one
+                     per plant it holds (default 50000: 500,000 queued deliveries)
+  --scenarios LIST   comma-separated (default all), from:
+                     ${SCENARIOS.map((s) => s.name).join(', ')}
   --out FILE         report file (default bench/results.md)`
 
 /** Keyset pages need a page after the first and before the last one: 2 pages and a plant at least. */
@@ -66,6 +72,7 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
       seed: { type: 'string' },
       small: { type: 'string' },
       large: { type: 'string' },
+      backlog: { type: 'string' },
       scenarios: { type: 'string' },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -78,6 +85,7 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
     list: integer('seed', values.seed, quick ? 10_000 : 100_000, MIN_PLANTS),
     small: integer('small', values.small, 1000, MIN_PLANTS),
     large: integer('large', values.large, quick ? 100_000 : 1_000_000, MIN_PLANTS),
+    backlog: integer('backlog', values.backlog, quick ? 1000 : 50_000, 1),
   }
   if (sizes.large < sizes.small) throw new Error('--large: must be at least --small')
   return {

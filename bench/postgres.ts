@@ -9,10 +9,11 @@ export interface BenchSchema {
 
 /**
  * Creates a fresh schema for this run, so the service starts on an empty store (and makes its bootstrap token)
- * without touching anything else in the database; drop() removes it with everything the run stored.
+ * without touching anything else in the database; drop() removes it with everything the run stored. `suffix`
+ * tells apart the schemas of one run (the backlog scenarios' twins).
  */
-export async function createBenchSchema(baseUrl: string): Promise<BenchSchema> {
-  const name = `plantstore_bench_${process.pid}`
+export async function createBenchSchema(baseUrl: string, suffix?: string): Promise<BenchSchema> {
+  const name = `plantstore_bench_${process.pid}${suffix === undefined ? '' : `_${suffix}`}`
   const sql = postgres(baseUrl, { max: 1, onnotice: () => {} })
   try {
     await sql`drop schema if exists ${sql(name)} cascade`

@@ -92,10 +92,9 @@ async function main(): Promise<void> {
     // As npm run bench does: schema and token through the CLI, 1,000 plants with SQL, before the service starts.
     const [account] = await bulkSeed(databaseUrl, [{ name: 'bench-list', plants: 1000 }])
     const token = account?.token ?? ''
-    const server = await startService('service', databaseUrl, token, context, [
-      '--cpu-prof',
-      `--cpu-prof-dir=${profileDir}`,
-    ])
+    const server = await startService('service', databaseUrl, token, context, {
+      nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`],
+    })
     const load = { url: server.url, lua: opts.script.lua, connections: 50, threads: 1, cpu: pinning.loadCpu }
     const env = { PLANTSTORE_BENCH_TOKEN: token, PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(), ...opts.script.env }
     await runWrk({ ...load, seconds: 2, env })

@@ -1,28 +1,36 @@
-import type { CoreShares } from './core-usage.js'
-import { count, SIZE_TARGET, type AccountKey, type AccountSizes, type Scenario } from './scenarios.js'
-import { max, median, min } from './stats.js'
-import type { WrkResult } from './wrk.js'
+import {
+  backlogCell,
+  backlogSection,
+  backlogSummary,
+  backlogTarget,
+  twinLabels,
+  type TwinPair,
+} from './backlog-report.js'
+import {
+  errorText,
+  int,
+  ms,
+  pct,
+  ratio,
+  ratioText,
+  REFERENCE,
+  rowFor,
+  spread,
+  type Measurement,
+  type Row,
+} from './report-rows.js'
+import {
+  BACKLOG_TARGET,
+  backlogText,
+  count,
+  SIZE_TARGET,
+  type AccountKey,
+  type BenchSizes,
+  type Scenario,
+} from './scenarios.js'
+import { max, median } from './stats.js'
 
-export const REFERENCE = 'reference'
-
-/** One measured (not warm-up) run. */
-export interface Measurement {
-  scenario: string
-  round: number
-  server: string
-  /** The account the run read or wrote. */
-  account: AccountKey
-  wrk: WrkResult
-  rssBytes: number
-  /** How the server's and wrk's cores were used during the run; undefined when not pinned. */
-  core: CoreReport | undefined
-}
-
-/** The server's core (own: the server) and the load generator's core (own: wrk). */
-export interface CoreReport {
-  server: CoreShares
-  load: CoreShares
-}
+export { REFERENCE, type CoreReport, type Measurement } from './report-rows.js'
 
 /** Above this share of a core, other processes make a run's figures doubtful. */
 const BUSY_SHARE = 0.1
@@ -35,32 +43,18 @@ export interface ReportContext {
   software: string
   pinning: string
   service: string
-  sizes: AccountSizes
+  sizes: BenchSizes
   scenarios: Scenario[]
   /** Server labels in run order, reference first. */
   servers: string[]
+  /** The backlog scenarios' twin services per backend (their labels are in `servers` too). */
+  twins: TwinPair[]
   measurements: Measurement[]
   /** How the databases were filled, a line each. */
   seeding: string[]
   notes: string[]
-}
-
-/** Medians across rounds for one server (and account) in one scenario. */
-interface Row {
-  server: string
-  account: AccountKey
-  rps: number
-  p50Ms: number
-  p99Ms: number
-  rssMiB: number
-  non2xx: number
-  socketErrors: number
-  /** Medians in percent: the server's share of its core, other processes' shares of that core and of wrk's. */
-  serverCpuPct: number | undefined
-  otherCpuPct: number | undefined
-  loadOtherPct: number | undefined
-  /** Reference scenarios: service req/s over the reference's, per round (empty for the reference itself). */
-  ratios: number[]
+  /** Failed checks other than error responses (writes acknowledged but not stored), a line each. */
+  problems: string[]
 }
 
 /** Size scenarios, one server: the large account over the small one, per round. */
@@ -70,34 +64,6 @@ interface SizeRow {
   pageTime: number[]
   p50: number[]
   p99: number[]
-}
-
-function corePct(measurements: Measurement[], share: (core: CoreReport) => number): number | undefined {
-  if (measurements.some((m) => m.core === undefined)) return undefined
-  return median(measurements.map((m) => (m.core ? share(m.core) : 0) * 100))
-}
-
-function rowFor(measurements: Measurement[], server: string, account: AccountKey): Row | undefined {
-  const own = measurements.filter((m) => m.server === server && m.account === account)
-  if (own.length === 0) return undefined
-  const ratios = own.flatMap((m) => {
-    const reference = measurements.find((r) => r.server === REFERENCE && r.round === m.round)
-    return server === REFERENCE || reference === undefined ? [] : [m.wrk.rps / reference.wrk.rps]
-  })
-  return {
-    server,
-    account,
-    rps: median(own.map((m) => m.wrk.rps)),
-    p50Ms: median(own.map((m) => m.wrk.p50Ms)),
-    p99Ms: median(own.map((m) => m.wrk.p99Ms)),
-    rssMiB: median(own.map((m) => m.rssBytes / 2 ** 20)),
-    non2xx: own.reduce((sum, m) => sum + m.wrk.non2xx, 0),
-    socketErrors: own.reduce((sum, m) => sum + m.wrk.socketErrors, 0),
-    serverCpuPct: corePct(own, (core) => core.server.own),
-    otherCpuPct: corePct(own, (core) => core.server.other),
-    loadOtherPct: corePct(own, (core) => core.load.other),
-    ratios,
-  }
 }
 
 function scenarioMeasurements(context: ReportContext, scenario: Scenario): Measurement[] {
@@ -132,24 +98,8 @@ function sizeRowsFor(context: ReportContext, scenario: Scenario): SizeRow[] {
   })
 }
 
-const int = (n: number): string => Math.round(n).toLocaleString('en-US')
-const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n.toFixed(1))
-const ratio = (r: number): string => r.toFixed(2)
-const pct = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n.toFixed(0)}%`)
-const spread = (values: number[]): string => `${ratio(median(values))} (${ratio(min(values))}–${ratio(max(values))})`
-
-function ratioText(row: Row): string {
-  if (row.ratios.length === 0) return row.server === REFERENCE ? '1.00 (itself)' : 'n/a'
-  return spread(row.ratios)
-}
-
 function verdict(row: SizeRow): string {
   return median(row.pageTime) <= SIZE_TARGET ? 'within target' : '**above target**'
-}
-
-function errorText(row: Row): string {
-  if (row.non2xx === 0 && row.socketErrors === 0) return '0'
-  return `**${int(row.non2xx)} non-2xx, ${int(row.socketErrors)} socket**`
 }
 
 function referenceSection(context: ReportContext, scenario: Scenario): string[] {
@@ -197,37 +147,46 @@ function sizeSection(context: ReportContext, scenario: Scenario): string[] {
 }
 
 function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
+  if (scenario.compare === 'backlog') return backlogSection(context, scenario)
   return scenario.compare === 'size' ? sizeSection(context, scenario) : referenceSection(context, scenario)
+}
+
+/** The services the reference and size scenarios ran on: neither the reference nor a backlog twin. */
+function plainServices(context: ReportContext): string[] {
+  const twins = context.twins.flatMap((pair) => [pair.without, pair.with])
+  return context.servers.filter((server) => server !== REFERENCE && !twins.includes(server))
+}
+
+/** The backends measured, each a column of the targets table. */
+function backends(context: ReportContext): string[] {
+  const plain = plainServices(context)
+  return [...plain, ...context.twins.map((pair) => pair.backend).filter((backend) => !plain.includes(backend))]
 }
 
 /** "SQLite: get 0.41 (0.39–0.44), post …": a line per backend, reference scenarios only. */
 function backendLines(context: ReportContext): string[] {
-  return context.servers
-    .filter((server) => server !== REFERENCE)
-    .map((server) => {
-      const parts = context.scenarios
-        .filter((scenario) => scenario.compare === 'reference')
-        .flatMap((scenario) => {
-          const row = rowsFor(context, scenario).find((r) => r.server === server)
-          return row ? [`${scenario.name} ${ratioText(row)}`] : []
-        })
-      return `- **${server}**: ${parts.join(', ')}`
-    })
+  return plainServices(context).map((server) => {
+    const parts = context.scenarios
+      .filter((scenario) => scenario.compare === 'reference')
+      .flatMap((scenario) => {
+        const row = rowsFor(context, scenario).find((r) => r.server === server)
+        return row ? [`${scenario.name} ${ratioText(row)}`] : []
+      })
+    return `- **${server}**: ${parts.join(', ')}`
+  })
 }
 
 /** "SQLite: size-first 1.02 (0.98–1.05) within, …": a line per backend, size scenarios only. */
 function sizeLines(context: ReportContext): string[] {
-  return context.servers
-    .filter((server) => server !== REFERENCE)
-    .map((server) => {
-      const parts = context.scenarios
-        .filter((scenario) => scenario.compare === 'size')
-        .flatMap((scenario) => {
-          const row = sizeRowsFor(context, scenario).find((r) => r.server === server)
-          return row ? [`${scenario.name} ${spread(row.pageTime)} (${verdict(row)})`] : []
-        })
-      return `- **${server}**: ${parts.join(', ')}`
-    })
+  return plainServices(context).map((server) => {
+    const parts = context.scenarios
+      .filter((scenario) => scenario.compare === 'size')
+      .flatMap((scenario) => {
+        const row = sizeRowsFor(context, scenario).find((r) => r.server === server)
+        return row ? [`${scenario.name} ${spread(row.pageTime)} (${verdict(row)})`] : []
+      })
+    return `- **${server}**: ${parts.join(', ')}`
+  })
 }
 
 /** "SQLite" for the listed account, "SQLite (large account)" for the others. */
@@ -284,10 +243,14 @@ function summarySections(context: ReportContext): string[] {
       '',
     )
   }
+  lines.push(...backlogSummary(context))
   return lines
 }
 
-/** Issue 5's targets, one per line; `value` reads a backend's figure, undefined when the run did not measure it. */
+/**
+ * Issue 5's targets and issue 14's, one per line; `value` reads a backend's figure, undefined when the run did not
+ * measure it.
+ */
 const TARGETS: ReadonlyArray<{
   target: string
   value: (context: ReportContext, server: string) => { text: string; met: boolean } | undefined
@@ -299,9 +262,18 @@ const TARGETS: ReadonlyArray<{
   { target: `first page, large account: ≤ ${SIZE_TARGET}× the small one's page time`, value: sizeTarget('size-first') },
   { target: `deep pages, large account: ≤ ${SIZE_TARGET}× the small one's page time`, value: sizeTarget('size-deep') },
   {
-    target: 'peak RSS under load: < 150 MB (highest of all its runs)',
+    target: `GET /plants?limit=20 while another account has a large webhook backlog: ≥ ${BACKLOG_TARGET} of the req/s without`,
+    value: backlogTarget('backlog-get'),
+  },
+  {
+    target: `durable POST /plants while another account has a large webhook backlog: ≥ ${BACKLOG_TARGET} of the req/s without`,
+    value: backlogTarget('backlog-post'),
+  },
+  {
+    target: 'peak RSS under load: < 150 MB (highest of all its runs, backlog twins included)',
     value: (context, server) => {
-      const own = context.measurements.filter((m) => m.server === server)
+      const labels = [server, ...twinLabels(context, server)]
+      const own = context.measurements.filter((m) => labels.includes(m.server))
       if (own.length === 0) return undefined
       const peak = max(own.map((m) => m.rssBytes)) / 1e6
       return { text: `${peak.toFixed(0)} MB`, met: peak < 150 }
@@ -340,7 +312,7 @@ function sizeTarget(name: string): (typeof TARGETS)[number]['value'] {
 
 /** The targets table: a column per backend, each figure marked met or missed. */
 function targetSection(context: ReportContext): string[] {
-  const services = context.servers.filter((server) => server !== REFERENCE)
+  const services = backends(context)
   const rows = TARGETS.map(({ target, value }) => {
     const cells = services.map((server) => {
       const result = value(context, server)
@@ -349,7 +321,7 @@ function targetSection(context: ReportContext): string[] {
     return `| ${target} | ${cells.join(' | ')} |`
   })
   return [
-    '## Targets (issue 5)',
+    '## Targets (issues 5 and 14)',
     '',
     `| target | ${services.join(' | ')} |`,
     `| --- | ${services.map(() => '---').join(' | ')} |`,
@@ -366,6 +338,11 @@ function accountsText(context: ReportContext): string {
   const parts: string[] = []
   if (context.scenarios.some((s) => s.compare === 'reference')) parts.push(`listed ${count(list)} plants`)
   if (context.scenarios.some((s) => s.compare === 'size')) parts.push(`small ${count(small)}`, `large ${count(large)}`)
+  if (context.scenarios.some((s) => s.compare === 'backlog')) {
+    parts.push(
+      `backlog twins: listed ${count(list)} plants, other ${count(context.sizes.backlog)} (${backlogText(context.sizes)})`,
+    )
+  }
   return parts.join(', ')
 }
 
@@ -417,6 +394,7 @@ export function markdownReport(context: ReportContext): string {
     '## Errors',
     '',
     ...(errors.length === 0 ? ['None: every response was 2xx.'] : errors.map((line) => `- **${line}**`)),
+    ...context.problems.flatMap((line) => ['', `- **${line}**`]),
     '',
     '## Notes',
     '',
@@ -454,6 +432,7 @@ export function textTable(context: ReportContext): string {
             ? `page time ${spread(sizeRow.pageTime)} vs ${count(context.sizes.small)} (${verdict(sizeRow).replace(/\*/g, '')} ≤ ${SIZE_TARGET})`
             : ''
       }
+      if (scenario.compare === 'backlog') ratioCell = backlogCell(context, scenario, r.server)
       return [
         scenario.name,
         server,

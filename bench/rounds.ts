@@ -1,3 +1,4 @@
+import { countsBetween, scrapeDispatcher, type DispatcherCounts } from './claims.js'
 import { BLOCK_SIZE, IdPool, formatRanges, type IdBlocks, type IdRange } from './id-pool.js'
 import type { BenchOptions } from './options.js'
 import type { CoreReport, Measurement } from './report.js'
@@ -22,6 +23,8 @@ export interface Target {
   rates: Map<string, number>
   /** Plants inserted only for the delete scenario (beyond those the post and mix runs left), for the report. */
   seededToDelete: number
+  /** Backlog scenarios' twins only: the backend, and whether this twin holds the noisy account's backlog. */
+  twin?: { backend: string; backlog: boolean }
 }
 
 export interface RoundsContext {
@@ -161,9 +164,31 @@ function progressLine(
   )
 }
 
+/** "; claims 412, 0.21 ms each; 398 delivered; 499,600 queued": the progress line's dispatcher part. */
+function claimsText(counts: DispatcherCounts): string {
+  const mean = counts.claims > 0 ? `, ${((counts.claimSeconds / counts.claims) * 1000).toFixed(2)} ms each` : ''
+  return (
+    `; claims ${counts.claims}${mean}; ${counts.delivered} delivered; ` +
+    `${counts.queueDepth.toLocaleString('en-US')} queued`
+  )
+}
+
 /** The runs of one round: [target, account] in order. */
 function roundPlan(scenario: Scenario, targets: Target[], round: number): Array<[Target, AccountKey]> {
   if (scenario.compare === 'reference') return targets.map((target) => [target, 'list'])
+  if (scenario.compare === 'backlog') {
+    // Each backend's twins back to back, the order flipping every round as in the size scenarios.
+    const order = round % 2 === 1 ? [false, true] : [true, false]
+    return targets
+      .filter((target) => target.twin?.backlog === false)
+      .flatMap((quiet) =>
+        order.flatMap((backlog) =>
+          targets
+            .filter((t) => t.twin?.backend === quiet.twin?.backend && t.twin?.backlog === backlog)
+            .map((t): [Target, AccountKey] => [t, 'list']),
+        ),
+      )
+  }
   // Size: the services only, each on both accounts back to back; the order flips every round, so neither
   // account always runs first (after the other account's load, or right after another server's).
   const accounts: AccountKey[] = round % 2 === 1 ? ['small', 'large'] : ['large', 'small']
@@ -185,7 +210,8 @@ export function runsPerRound(scenario: Scenario, targets: Target[]): number {
 /**
  * Interleaved rounds: in each, every target (and, in size scenarios, each of its two accounts) in turn gets a
  * warm-up then a measured run, so slow drift of a noisy machine hits all alike and each round's ratio compares runs
- * made moments apart.
+ * made moments apart. In backlog scenarios the service's metrics are read just before and after each measured run,
+ * for the webhook dispatcher's work during it.
  */
 export async function runScenario(scenario: Scenario, targets: Target[], context: RoundsContext) {
   const { rounds, warmup, sizes } = context.options
@@ -195,10 +221,13 @@ export async function runScenario(scenario: Scenario, targets: Target[], context
   for (let round = 1; round <= rounds; round++) {
     for (const [target, account] of roundPlan(scenario, targets, round)) {
       if (warmup > 0) await runOnce(scenario, target, account, warmup, context)
+      const watch = scenario.compare === 'backlog'
+      const before = watch ? await scrapeDispatcher(target.server.url) : undefined
       const { wrk, rssBytes, core } = await runOnce(scenario, target, account, seconds, context)
+      const dispatcher = before && countsBetween(before, await scrapeDispatcher(target.server.url))
       const label =
         scenario.compare === 'size' ? `${target.server.label} ${count(sizes[account])}` : target.server.label
-      context.log(progressLine(scenario, round, rounds, label, wrk, core))
+      context.log(progressLine(scenario, round, rounds, label, wrk, core) + (dispatcher ? claimsText(dispatcher) : ''))
       measurements.push({
         scenario: scenario.name,
         round,
@@ -207,6 +236,7 @@ export async function runScenario(scenario: Scenario, targets: Target[], context
         wrk,
         rssBytes,
         core,
+        dispatcher,
       })
     }
   }

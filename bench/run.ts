@@ -18,23 +18,39 @@ import { encodeCursor } from '../src/routes/cursor.js'
 import { createBenchSchema, postgresVersion } from './postgres.js'
 import { errorLines, markdownReport, REFERENCE, textTable, type Measurement } from './report.js'
 import { runScenario, runSeconds, type RoundsContext, type Target } from './rounds.js'
-import { ACCOUNT_NAMES, count, LIST_LIMIT, LIST_PATH, type AccountKey, type AccountSizes } from './scenarios.js'
+import {
+  ACCOUNT_NAMES,
+  BACKLOG_SUBSCRIPTIONS,
+  count,
+  LIST_LIMIT,
+  LIST_PATH,
+  type AccountKey,
+  type AccountSizes,
+} from './scenarios.js'
 import { getPage } from './http.js'
 import { REPO_DIR, startReference, startService, type ServerContext } from './servers.js'
+import { checkTwinWrites, seedTwins, startTwins, type SeededTwins } from './twins.js'
+import { startReceiver } from './webhook-receiver.js'
 
 const POSTGRES_URL = process.env.PLANTSTORE_BENCH_POSTGRES_URL || undefined
 
 /** Deep-page cursors per account: positions spread evenly across it, the Lua script picks among them at random. */
 const DEEP_CURSORS = 1000
 
-/** Rough bulk insert rates (plants/s) on a small machine, for the time estimate only. */
+/** Rough bulk insert rates (plants/s; queued deliveries/s) on a small machine, for the time estimate only. */
 const INSERT_RATE = { SQLite: 300_000, PostgreSQL: 150_000 }
+const QUEUE_RATE = { SQLite: 100_000, PostgreSQL: 60_000 }
 
 function log(line: string): void {
   process.stdout.write(line + '\n')
 }
 
-/** The accounts the chosen scenarios use. */
+/** Whether any chosen scenario runs on the backlog twins. */
+function wantsTwins(options: BenchOptions): boolean {
+  return options.scenarios.some((s) => s.compare === 'backlog')
+}
+
+/** The accounts the chosen reference and size scenarios use (the backlog twins are seeded apart). */
 function neededAccounts(options: BenchOptions): AccountKey[] {
   const keys: AccountKey[] = []
   if (options.scenarios.some((s) => s.compare === 'reference')) keys.push('list')
@@ -97,8 +113,10 @@ async function startTargets(options: BenchOptions, context: ServerContext) {
       startReference(listBody(), token, context).then((server) => ({ target: newTarget(server, { list: token }) })),
     )
   }
-  starts.push(seededService('SQLite', `sqlite:${path.join(context.tmpDir, 'bench.db')}`, options, context))
-  if (POSTGRES_URL !== undefined) {
+  // Only the backlog scenarios chosen: their twins are all the services needed.
+  const plain = neededAccounts(options).length > 0
+  if (plain) starts.push(seededService('SQLite', `sqlite:${path.join(context.tmpDir, 'bench.db')}`, options, context))
+  if (plain && POSTGRES_URL !== undefined) {
     starts.push(
       createBenchSchema(POSTGRES_URL).then((schema) => {
         context.cleanup.add(`drop schema ${schema.name}`, schema.drop)
@@ -115,6 +133,23 @@ async function startTargets(options: BenchOptions, context: ServerContext) {
     targets: started.map((s) => s.target),
     seeding: started.flatMap((s) => (s.line === undefined ? [] : [s.line])),
   }
+}
+
+/**
+ * Everything measured runs on, made ready side by side: the services of the reference and size scenarios (started),
+ * and the backlog twins' databases (seeded, their services start later) with the receiver their subscriptions
+ * name. All settle before a failure is thrown, so cleanup knows every server and schema.
+ */
+async function prepareServers(options: BenchOptions, context: ServerContext) {
+  const receiver = wantsTwins(options) ? await startReceiver(context.cleanup) : undefined
+  const [plain, twins] = await Promise.allSettled([
+    startTargets(options, context),
+    receiver && seedTwins(options.sizes, POSTGRES_URL, receiver, context),
+  ])
+  if (plain.status === 'rejected') throw plain.reason
+  if (twins.status === 'rejected') throw twins.reason
+  if (twins.value !== undefined) log(`seeded the backlog twins: ${twins.value.seeds.length} databases`)
+  return { ...plain.value, seededTwins: twins.value as SeededTwins | undefined }
 }
 
 /** Ids after which the deep pages start: spread evenly from the second page to the one before the last. */
@@ -169,11 +204,16 @@ async function checkPages(targets: Target[], sizes: AccountSizes): Promise<void>
 /** What the chosen scenarios will take, roughly: seeding, then every run. */
 function estimateSeconds(options: BenchOptions): { seeding: number; runs: number } {
   const backends = POSTGRES_URL === undefined ? ['SQLite' as const] : (['SQLite', 'PostgreSQL'] as const)
-  const plants = plansFor(options).reduce((sum, plan) => sum + plan.plants, 0)
-  // Side by side (startTargets): the slower backend sets the time.
-  const seeding = Math.max(...backends.map((backend) => 3 + plants / INSERT_RATE[backend]))
+  const { list, backlog } = options.sizes
+  const twins = wantsTwins(options) ? 2 : 0
+  const plants = plansFor(options).reduce((sum, plan) => sum + plan.plants, 0) + twins * (list + backlog)
+  const queued = wantsTwins(options) ? backlog * BACKLOG_SUBSCRIPTIONS : 0
+  // Side by side (startTargets, seedTwins): the slower backend sets the time.
+  const seeding = Math.max(
+    ...backends.map((backend) => 3 + 3 * twins + plants / INSERT_RATE[backend] + queued / QUEUE_RATE[backend]),
+  )
   const runs = options.scenarios.reduce((sum, scenario) => {
-    const perRound = scenario.compare === 'size' ? backends.length * 2 : backends.length + 1
+    const perRound = scenario.compare === 'reference' ? backends.length + 1 : backends.length * 2
     return sum + options.rounds * perRound * (options.warmup + runSeconds(scenario, options))
   }, 0)
   return { seeding, runs }
@@ -202,7 +242,10 @@ function modeLine(options: BenchOptions): string {
 
 /** How every service's database was filled, whatever the backend. */
 function seedingLines(options: BenchOptions): string[] {
-  const accounts = neededAccounts(options).map((key) => `${ACCOUNT_NAMES[key]} (${count(options.sizes[key])} plants)`)
+  const keys = neededAccounts(options)
+  // The backlog twins hold the listed account too (and the other one, seeded as their own line says).
+  if (wantsTwins(options) && !keys.includes('list')) keys.unshift('list')
+  const accounts = keys.map((key) => `${ACCOUNT_NAMES[key]} (${count(options.sizes[key])} plants)`)
   const untagged = CATALOGUE.filter((entry) => entry.tag === undefined).length
   return [
     "Before each service starts, its empty database gets the schema from the service's CLI (`plantstore migrate " +
@@ -248,7 +291,8 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
   )
   const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-'))
   cleanup.add('remove temp folder', () => rmSync(tmpDir, { recursive: true, force: true }))
-  const { targets, seeding } = await startTargets(options, { cpu: pinning.serverCpu, tmpDir, cleanup })
+  const serverContext: ServerContext = { cpu: pinning.serverCpu, tmpDir, cleanup }
+  const { targets, seeding, seededTwins } = await prepareServers(options, serverContext)
   await checkPages(targets, options.sizes)
   // Only now: seeding used both cores (the CLI processes, the SQLite inserts) while no server was measured.
   pinSelf(pinning)
@@ -272,7 +316,20 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     log,
   }
   const measurements: Measurement[] = []
-  for (const scenario of options.scenarios) measurements.push(...(await runScenario(scenario, targets, context)))
+  let twins: Awaited<ReturnType<typeof startTwins>> | undefined
+  for (const scenario of options.scenarios) {
+    if (scenario.compare === 'backlog' && twins === undefined && seededTwins !== undefined) {
+      twins = await startTwins(seededTwins, options.sizes, serverContext)
+      await checkPages(twins.targets, options.sizes)
+      log(`backlog twins started, pages checked: ${twins.targets.map((t) => t.server.label).join(', ')}`)
+    }
+    const on = scenario.compare === 'backlog' ? (twins?.targets ?? []) : targets
+    measurements.push(...(await runScenario(scenario, on, context)))
+  }
+  const writes = twins && (await checkTwinWrites(twins.targets, options.sizes))
+  if (writes !== undefined) {
+    notes.push(`writes checked after the backlog scenarios, each twin stopped first: ${writes.lines.join('; ')}`)
+  }
   const topUps = targets.filter((t) => t.seededToDelete > 0).map((t) => `${t.seededToDelete} on ${t.server.label}`)
   if (topUps.length > 0) {
     seeding.push(
@@ -293,24 +350,28 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     service,
     sizes: options.sizes,
     scenarios: options.scenarios,
-    servers: targets.map((t) => t.server.label),
+    servers: [...targets, ...(twins?.targets ?? [])].map((t) => t.server.label),
+    twins: twins?.pairs ?? [],
     measurements,
-    seeding: [...seedingLines(options), ...seeding],
+    seeding: [...seedingLines(options), ...seeding, ...(seededTwins?.lines ?? [])],
     notes,
+    problems: writes?.problems ?? [],
   }
   writeFileSync(path.resolve(REPO_DIR, options.out), markdownReport(report))
   log(`\n${textTable(report)}\n\nwritten to ${options.out}; took ${took}`)
-  return reportErrors(measurements)
+  return reportErrors(measurements, report.problems)
 }
 
-/** Errors make the run fail (exit 1), loudly, after the report is written. */
-function reportErrors(measurements: Measurement[]): number {
+/** Errors and lost writes make the run fail (exit 1), loudly, after the report is written. */
+function reportErrors(measurements: Measurement[], problems: string[]): number {
   const errors = errorLines(measurements)
-  if (errors.length === 0) return 0
-  process.stderr.write(
-    `\nbench: !! ${errors.length} measured runs had errors:\n${errors.map((e) => `  ${e}\n`).join('')}`,
-  )
-  return 1
+  if (errors.length > 0) {
+    process.stderr.write(
+      `\nbench: !! ${errors.length} measured runs had errors:\n${errors.map((e) => `  ${e}\n`).join('')}`,
+    )
+  }
+  for (const problem of problems) process.stderr.write(`\nbench: !! ${problem}\n`)
+  return errors.length > 0 || problems.length > 0 ? 1 : 0
 }
 
 async function main(): Promise<void> {

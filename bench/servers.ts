@@ -89,7 +89,7 @@ async function startProcess(
   context: ServerContext,
 ) {
   const port = await freePort()
-  const logFile = path.join(context.tmpDir, `${label.toLowerCase()}.stderr.log`)
+  const logFile = path.join(context.tmpDir, `${label.toLowerCase().replace(/[^a-z0-9]+/g, '-')}.stderr.log`)
   const stderr = openSync(logFile, 'w')
   const [command, commandArgs] = pinned(context.cpu, process.execPath, args(port))
   const child = spawn(command, commandArgs, {
@@ -136,14 +136,14 @@ export function startReference(listBody: string, token: string, context: ServerC
  * Starts the built service (dist/) on a database the harness has seeded (bench/bulk-seed.ts): migrated by the CLI
  * (so the service does not migrate on start, as in production) and holding the accounts' tokens; `token` is one
  * of them, to check the service is ready. `nodeArgs` go to node before the script (the profiler passes
- * --cpu-prof).
+ * --cpu-prof); `env` adds settings (the backlog scenarios' webhook ones).
  */
 export function startService(
   label: string,
   databaseUrl: string,
   token: string,
   context: ServerContext,
-  nodeArgs: string[] = [],
+  { nodeArgs = [], env = {} }: { nodeArgs?: string[]; env?: Record<string, string> } = {},
 ): Promise<Server> {
   const main = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
   return startProcess(
@@ -155,7 +155,7 @@ export function startService(
       ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
     ],
     // Full speed for every token: the per-token rate limit would turn the run into a measure of 429s.
-    { LOG_LEVEL: 'info', DATABASE_MIGRATE_ON_START: 'false', PLANTSTORE_RATE_LIMIT: '0' },
+    { LOG_LEVEL: 'info', DATABASE_MIGRATE_ON_START: 'false', PLANTSTORE_RATE_LIMIT: '0', ...env },
     token,
     context,
   )

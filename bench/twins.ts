@@ -1,0 +1,192 @@
+/**
+ * The backlog scenarios' services: per backend, twins on databases seeded alike (the listed account, and the noisy
+ * account with its plants and webhook subscriptions to the harness's receiver), one of them also holding the noisy
+ * account's queued deliveries. Seeded with the other databases, before anything is measured; started only when the
+ * backlog scenarios run, since the twin with the backlog delivers all the while it runs and would take CPU from
+ * every other scenario's runs on the servers' core.
+ */
+import path from 'node:path'
+import { seedBacklog } from './backlog-seed.js'
+import type { TwinPair } from './backlog-report.js'
+import { bulkSeed, countPlants } from './bulk-seed.js'
+import { scrapeDispatcher, scrapeMetrics } from './claims.js'
+import { IdPool } from './id-pool.js'
+import { createBenchSchema } from './postgres.js'
+import type { Target } from './rounds.js'
+import { ACCOUNT_NAMES, BACKLOG_SUBSCRIPTIONS, count, type BenchSizes } from './scenarios.js'
+import { startService, type ServerContext } from './servers.js'
+import { RECEIVER_DELAY_MS, type WebhookReceiver } from './webhook-receiver.js'
+
+const BACKENDS = ['SQLite', 'PostgreSQL'] as const
+type Backend = (typeof BACKENDS)[number]
+
+/** A seeded twin database, waiting for its service. */
+interface TwinSeed {
+  backend: Backend
+  backlog: boolean
+  databaseUrl: string
+  token: string
+  queued: number
+}
+
+export interface SeededTwins {
+  seeds: TwinSeed[]
+  /** How they were seeded, for the report. */
+  lines: string[]
+}
+
+const label = (backend: Backend, backlog: boolean): string => `${backend} ${backlog ? 'backlog' : 'no backlog'}`
+
+/** The settings both twins run with: the service's defaults but for what the seeded backlog needs. */
+export function twinEnv(sizes: BenchSizes): Record<string, string> {
+  return {
+    PLANTSTORE_WEBHOOK_DELIVERY: 'true',
+    // The receiver is on loopback, which webhooks may not reach by default.
+    PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true',
+    // Room above the seeded queues: at the cap, the noisy account's next change would disable its subscriptions.
+    PLANTSTORE_WEBHOOK_MAX_QUEUED: String(Math.max(10_000, 2 * sizes.backlog)),
+    PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: String(BACKLOG_SUBSCRIPTIONS),
+  }
+}
+
+async function seedTwin(
+  backend: Backend,
+  backlog: boolean,
+  databaseUrl: string,
+  sizes: BenchSizes,
+  receiver: WebhookReceiver,
+): Promise<TwinSeed & { line: string }> {
+  const started = performance.now()
+  const [listed] = await bulkSeed(databaseUrl, [{ name: ACCOUNT_NAMES.list, plants: sizes.list }])
+  const seeded = await seedBacklog(databaseUrl, {
+    receiverUrl: receiver.url,
+    subscriptions: BACKLOG_SUBSCRIPTIONS,
+    events: sizes.backlog,
+    queue: backlog,
+  })
+  const seconds = (performance.now() - started) / 1000
+  const what = backlog ? `${count(seeded.queued)} deliveries queued` : 'nothing queued'
+  return {
+    backend,
+    backlog,
+    databaseUrl,
+    token: listed?.token ?? '',
+    queued: seeded.queued,
+    line:
+      `${label(backend, backlog)}: listed ${count(sizes.list)} plants in ${listed?.insertSeconds.toFixed(1)} s; other ` +
+      `account's subscriptions, plants and ${what} in ${seeded.seconds.toFixed(1)} s; ${seconds.toFixed(1)} s in all`,
+  }
+}
+
+/**
+ * Seeds both twins of every backend side by side: SQLite files in the temp folder, PostgreSQL schemas of their own
+ * (dropped by cleanup). All settle before a failure is thrown, so cleanup knows every schema.
+ */
+export async function seedTwins(
+  sizes: BenchSizes,
+  postgresUrl: string | undefined,
+  receiver: WebhookReceiver,
+  context: ServerContext,
+): Promise<SeededTwins> {
+  const databases: Array<Promise<[Backend, boolean, string]>> = []
+  for (const backlog of [false, true]) {
+    const name = backlog ? 'backlog' : 'nobacklog'
+    databases.push(Promise.resolve(['SQLite', backlog, `sqlite:${path.join(context.tmpDir, `${name}.db`)}`]))
+    if (postgresUrl !== undefined) {
+      databases.push(
+        createBenchSchema(postgresUrl, name).then((schema): [Backend, boolean, string] => {
+          context.cleanup.add(`drop schema ${schema.name}`, schema.drop)
+          return ['PostgreSQL', backlog, schema.databaseUrl]
+        }),
+      )
+    }
+  }
+  const settled = await Promise.allSettled(
+    databases.map((made) => made.then(([backend, backlog, url]) => seedTwin(backend, backlog, url, sizes, receiver))),
+  )
+  const failed = settled.find((result) => result.status === 'rejected')
+  if (failed) throw failed.reason
+  const seeds = settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []))
+  return {
+    seeds,
+    lines: [
+      `Backlog twins, per backend: two databases seeded alike, each with the listed account (plants 1..n as above) ` +
+        `and another account holding plants 1..${count(sizes.backlog)} and ${BACKLOG_SUBSCRIPTIONS} webhook ` +
+        'subscriptions (through src/webhooks/subscribe.ts, as `plantstore webhooks add` makes them) to a receiver ' +
+        `the harness runs on loopback, which answers 204 after ${RECEIVER_DELAY_MS} ms. In the twin with the ` +
+        "backlog each of those plants' plant.created event (src/webhooks/events.ts) is queued for every " +
+        "subscription, as the service queues them, and each subscription's queued count set to its pending rows " +
+        '(bench/backlog-seed.ts; on PostgreSQL then VACUUM (ANALYZE)). Both twins run with ' +
+        Object.entries(twinEnv(sizes))
+          .map(([key, value]) => `${key}=${value}`)
+          .join(', ') +
+        '; their services start only for the backlog scenarios.',
+      ...seeds.map((seed) => seed.line),
+    ],
+  }
+}
+
+/** Starts the twins' services (side by side) and checks each sees the queue it was seeded with. */
+export async function startTwins(
+  seeded: SeededTwins,
+  sizes: BenchSizes,
+  context: ServerContext,
+): Promise<{ targets: Target[]; pairs: TwinPair[] }> {
+  const rank = (seed: TwinSeed) => BACKENDS.indexOf(seed.backend) * 2 + Number(seed.backlog)
+  const ordered = [...seeded.seeds].sort((a, b) => rank(a) - rank(b))
+  const targets = await Promise.all(
+    ordered.map(async (seed): Promise<Target> => {
+      const server = await startService(label(seed.backend, seed.backlog), seed.databaseUrl, seed.token, context, {
+        env: twinEnv(sizes),
+      })
+      const depth = (await scrapeDispatcher(server.url)).queueDepth
+      // The dispatcher starts delivering at once: a few may be gone already, none may be added.
+      if (depth > seed.queued || seed.queued > 0 !== depth > 0) {
+        throw new Error(`${server.label}: queue depth ${depth} at start, seeded ${seed.queued}`)
+      }
+      return {
+        server,
+        tokens: { list: seed.token },
+        databaseUrl: seed.databaseUrl,
+        pool: new IdPool(),
+        rates: new Map(),
+        seededToDelete: 0,
+        twin: { backend: seed.backend, backlog: seed.backlog },
+      }
+    }),
+  )
+  const backends = [...new Set(ordered.map((seed) => seed.backend))]
+  return {
+    targets,
+    pairs: backends.map((backend) => ({
+      backend,
+      without: label(backend, false),
+      with: label(backend, true),
+    })),
+  }
+}
+
+/**
+ * After the backlog scenarios, per twin: every POST /plants it answered 200 (the post runs send fresh ids only, so
+ * each is a new plant) must be in its database once the service has stopped. A write acknowledged inside a
+ * transaction that never commits would be gone by then, and no response code would have told. Stops the twins.
+ */
+export async function checkTwinWrites(
+  targets: Target[],
+  sizes: BenchSizes,
+): Promise<{ lines: string[]; problems: string[] }> {
+  const lines: string[] = []
+  const problems: string[] = []
+  for (const target of targets) {
+    const answered = (await scrapeMetrics(target.server.url))
+      .filter((s) => s.name === 'plantstore_http_requests_total' && s.labels.route === '/plants')
+      .filter((s) => s.labels.method === 'POST' && s.labels.status === '200')
+      .reduce((sum, s) => sum + s.value, 0)
+    await target.server.stop()
+    const stored = (await countPlants(target.databaseUrl ?? '', ACCOUNT_NAMES.list)) - sizes.list
+    const line = `${target.server.label}: ${answered} POST /plants answered 200, ${stored} new plants stored`
+    lines.push(line)
+    if (stored < answered) problems.push(`${line}: ${answered - stored} acknowledged creates lost`)
+  }
+  return { lines, problems }
+}
