@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig } from '../config.js'
-import { openConfiguredStorage } from '../server.js'
+import { openConfiguredStorage } from '../configured-storage.js'
 import type { Storage } from '../storage/index.js'
 import { visible } from './visible.js'
 

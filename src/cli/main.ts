@@ -1,7 +1,7 @@
 import { ConfigError } from '../config.js'
 import { VERSION } from '../version.js'
 import { MIGRATE_HELP, migrateCommand } from './migrate.js'
-import { SERVE_HELP, serveCommand } from './serve.js'
+import { SERVE_HELP } from './serve-help.js'
 import { TOKENS_HELP, tokensCommand } from './tokens.js'
 import { visible } from './visible.js'
 import { WEBHOOKS_HELP, webhooksCommand } from './webhooks.js'
@@ -19,7 +19,8 @@ Commands:
 Run plantstore <command> --help for a command's options.`
 
 const COMMANDS: Record<string, { help: string; run: (args: string[]) => Promise<void> }> = {
-  serve: { help: SERVE_HELP, run: serveCommand },
+  // Loaded only when run: the other commands never load the HTTP server and its dependencies.
+  serve: { help: SERVE_HELP, run: async (args) => (await import('./serve.js')).serveCommand(args) },
   tokens: { help: TOKENS_HELP, run: tokensCommand },
   webhooks: { help: WEBHOOKS_HELP, run: webhooksCommand },
   migrate: { help: MIGRATE_HELP, run: migrateCommand },

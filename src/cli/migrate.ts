@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { loadConfig } from '../config.js'
 import { redactUrl } from '../redact.js'
-import { openConfiguredStorage } from '../server.js'
+import { openConfiguredStorage } from '../configured-storage.js'
 
 export const MIGRATE_HELP = `Usage: plantstore migrate [--database URL]
 

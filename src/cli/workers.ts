@@ -1,6 +1,6 @@
 import cluster, { type Worker } from 'node:cluster'
 import type { Config } from '../config.js'
-import { openConfiguredStorage } from '../server.js'
+import { openConfiguredStorage } from '../configured-storage.js'
 
 // A worker dying this soon after the last replacement counts towards giving up.
 const CRASH_WINDOW_MS = 60_000
