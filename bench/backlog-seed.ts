@@ -48,7 +48,7 @@ async function subscribeNoisy(databaseUrl: string, plan: BacklogPlan): Promise<v
   })
   try {
     for (let i = 1; i <= plan.subscriptions; i++) {
-      await subscribe(storage, { accountName: NOISY_ACCOUNT, url: `${plan.receiverUrl}/noisy/${i}` })
+      await subscribe(storage.webhooks, { accountName: NOISY_ACCOUNT, url: `${plan.receiverUrl}/noisy/${i}` })
     }
   } finally {
     await storage.close()

@@ -1,7 +1,7 @@
 /**
  * The webhook dispatcher's work during a run, from the service's own Prometheus metrics (src/plugins/metrics.ts):
  * scraped before and after a measured run, the difference is what the run saw. Claims are the storage calls
- * `claimDeliveries` (plantstore_storage_call_duration_seconds, timed by src/storage/timed.ts around the whole call).
+ * `claimDeliveries` (plantstore_storage_call_duration_seconds, timed by src/storage/instrumented.ts around the whole call).
  */
 import { request } from 'node:http'
 

@@ -19,15 +19,14 @@ import { plantRoutes } from './routes/plants.js'
 import { webhookRoutes } from './routes/webhooks.js'
 import { registerWebhookDispatcher, type DeliverySettings } from './plugins/webhook-dispatcher.js'
 import { validatorCompiler } from './schemas/validator.js'
-import type { Storage } from './storage/index.js'
-import { timedStorage } from './storage/timed.js'
-import { watchWrites } from './storage/write-health.js'
+import type { InstrumentedStorage } from './storage/index.js'
 import { trustedPeer } from './limits/trusted-peer.js'
 import { VERSION } from './version.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
 export interface AppOptions {
-  storage: Storage
+  /** The store, as openStorage returns it: the app's metrics observe its calls while the app runs. */
+  storage: InstrumentedStorage
   /** How long a verified token is trusted before it is read again; bounds revocation delay. */
   tokenCacheTtlMs?: number
   /** Log level and destination (stdout when not given; human-readable when `pretty`); no logging when absent. */
@@ -105,7 +104,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onStalled: metrics.writeStalled,
   })
   metrics.connections(openConnections)
-  const storage = watchWrites(timedStorage(options.storage, metrics.storageTimer))
+  const { storage } = options
+  const stopObserving = storage.observe(metrics.storageTimer)
+  app.addHook('onClose', async () => void stopObserving())
   // onRequest hooks run in this order. The request id first, so every refusal carries it; the pipelining count
   // before any hook that may answer, since its onResponse hook counts every answer back down; the head checks before
   // bearer authentication (registered below) reads the Authorization header.
@@ -120,15 +121,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // One failure count per client address for API tokens and the metrics token alike.
   const throttle = limits && authThrottle(app, limits)
   registerMetrics(app, metrics, { token: options.metricsToken, throttle })
-  const verifier = new TokenVerifier(storage, { ttlMs: options.tokenCacheTtlMs ?? 2000 })
+  const verifier = new TokenVerifier(storage.tokens, { ttlMs: options.tokenCacheTtlMs ?? 2000 })
   registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), throttle)
   if (limits) await registerTokenRateLimit(app, limits)
-  await app.register(healthRoutes, { storage })
-  await app.register(plantRoutes, { storage })
+  await app.register(healthRoutes, { health: storage.health })
+  await app.register(plantRoutes, { plants: storage.plants })
   const allowPrivate = options.webhooks?.allowPrivate ?? false
-  await app.register(webhookRoutes, { storage, allowPrivate })
-  metrics.webhookQueue(() => storage.countPendingDeliveries())
+  await app.register(webhookRoutes, { webhooks: storage.webhooks, allowPrivate })
+  metrics.webhookQueue(() => storage.webhooks.countPendingDeliveries())
   const delivery = options.webhooks?.delivery
-  if (delivery) registerWebhookDispatcher(app, storage, { ...delivery, allowPrivate }, metrics)
+  if (delivery) registerWebhookDispatcher(app, storage.webhooks, { ...delivery, allowPrivate }, metrics)
   return app
 }

@@ -1,15 +1,23 @@
 import { ConfigError, storageLimits, type Config } from './config.js'
 import { StorageUnavailableError } from './errors.js'
 import { redactUrl } from './redact.js'
-import { MigrationsPendingError, openStorage, type Storage } from './storage/index.js'
+import {
+  MigrationsPendingError,
+  openStorage,
+  UnsupportedDatabaseUrlError,
+  type InstrumentedStorage,
+} from './storage/index.js'
 
 /** Why opening storage failed, as one line naming the key to look at. */
 function openError(err: unknown, config: Pick<Config, 'DATABASE_URL'>): ConfigError {
   if (err instanceof MigrationsPendingError)
     return new ConfigError(`DATABASE_MIGRATE_ON_START: is false and ${err.message}`)
+  if (err instanceof UnsupportedDatabaseUrlError)
+    return new ConfigError(
+      `DATABASE_URL: unsupported database URL "${redactUrl(err.url)}" (expected sqlite:<path> or postgres://...)`,
+    )
   const cause = err instanceof StorageUnavailableError ? err.cause : err
   const reason = cause instanceof Error ? cause.message : String(cause)
-  if (reason.startsWith('DATABASE_URL:')) return new ConfigError(reason)
   return new ConfigError(`DATABASE_URL: cannot open ${redactUrl(config.DATABASE_URL)}: ${reason}`)
 }
 
@@ -17,7 +25,7 @@ function openError(err: unknown, config: Pick<Config, 'DATABASE_URL'>): ConfigEr
 export async function openConfiguredStorage(
   config: Config,
   migrate = config.DATABASE_MIGRATE_ON_START,
-): Promise<Storage> {
+): Promise<InstrumentedStorage> {
   try {
     const limits = storageLimits(config)
     return await openStorage(config.DATABASE_URL, { migrate, poolSize: config.DATABASE_POOL_SIZE, limits })

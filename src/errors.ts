@@ -92,10 +92,5 @@ export class ApiError extends Error {
   }
 }
 
-/** Thrown by storage when the database cannot be reached or written; maps to 503. */
-export class StorageUnavailableError extends Error {
-  constructor(cause: unknown) {
-    super('storage unavailable', { cause })
-    this.name = 'StorageUnavailableError'
-  }
-}
+// Thrown by storage when the database cannot be reached or written; maps to 503.
+export { StorageUnavailableError } from './storage/types.js'

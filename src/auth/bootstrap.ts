@@ -15,6 +15,6 @@ export async function bootstrapToken(storage: Storage, seeded?: string): Promise
     label: seeded === undefined ? 'bootstrap' : 'bootstrap (PLANTSTORE_BOOTSTRAP_TOKEN)',
     secret: seeded,
   })
-  const created = await storage.createFirstToken(record)
+  const created = await storage.tokens.createFirst(record)
   return created !== undefined && seeded === undefined ? secret : undefined
 }

@@ -29,9 +29,9 @@ export function mintToken(request: TokenRequest): { secret: string; record: NewT
 
 /** Creates a token, storing only its hash, and returns the secret with the stored record. */
 export async function issueToken(
-  storage: Storage,
+  storage: Pick<Storage, 'tokens'>,
   request: TokenRequest,
 ): Promise<{ secret: string; token: TokenRecord }> {
   const { secret, record } = mintToken(request)
-  return { secret, token: await storage.createToken(record) }
+  return { secret, token: await storage.tokens.create(record) }
 }

@@ -1,6 +1,5 @@
 import { timingSafeEqual } from 'node:crypto'
-import type { Storage } from '../storage/index.js'
-import type { TokenRecord } from '../storage/types.js'
+import type { TokenRecord, TokenStore } from '../storage/types.js'
 import { hashSecret } from './tokens.js'
 
 /** Why a presented secret was refused. */
@@ -21,13 +20,13 @@ interface Entry {
  * cached, so a token created a moment ago works at once.
  */
 export class TokenVerifier {
-  readonly #storage: Storage
+  readonly #tokens: TokenStore
   readonly #ttlMs: number
   readonly #maxEntries: number
   readonly #entries = new Map<string, Entry>()
 
-  constructor(storage: Storage, options: { ttlMs: number; maxEntries?: number }) {
-    this.#storage = storage
+  constructor(tokens: TokenStore, options: { ttlMs: number; maxEntries?: number }) {
+    this.#tokens = tokens
     this.#ttlMs = options.ttlMs
     this.#maxEntries = options.maxEntries ?? 10_000
   }
@@ -47,7 +46,7 @@ export class TokenVerifier {
     const key = hash.toString('base64')
     const cached = this.#entries.get(key)
     if (cached !== undefined && now - cached.fetchedAt < this.#ttlMs) return cached.token
-    const token = await this.#storage.findToken(hash)
+    const token = await this.#tokens.find(hash)
     this.#entries.delete(key)
     if (token !== undefined) this.#remember(key, { token, fetchedAt: now })
     return token

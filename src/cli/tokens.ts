@@ -61,7 +61,7 @@ async function list(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { account: { type: 'string' }, database: { type: 'string' } } })
   await withStorage(values.database, async (storage) => {
     const now = Date.now()
-    const rows = (await storage.listTokens(values.account)).map((token) => [
+    const rows = (await storage.tokens.list(values.account)).map((token) => [
       token.id,
       token.accountName,
       token.scopes.join(','),
@@ -81,7 +81,7 @@ async function revoke(args: string[]): Promise<void> {
   if (id === undefined || positionals.length > 1)
     throw new ConfigError('TOKEN_ID: give exactly one token id (see tokens list)')
   await withStorage(values.database, async (storage) => {
-    if (!(await storage.revokeToken(id))) throw new ConfigError(`TOKEN_ID: no active token with id ${id}`)
+    if (!(await storage.tokens.revoke(id))) throw new ConfigError(`TOKEN_ID: no active token with id ${id}`)
     printNote(`Revoked ${id}.`)
   })
 }

@@ -59,7 +59,7 @@ async function add(args: string[]): Promise<void> {
   const problem = values.url === undefined ? 'is required' : (await urlProblem(values.url, allowPrivate))?.detail
   if (problem !== undefined) throw new ConfigError(`--url: ${problem}`)
   await withStorage(values.database, async (storage) => {
-    const { secret, subscription } = await subscribe(storage, {
+    const { secret, subscription } = await subscribe(storage.webhooks, {
       accountName: account,
       url: values.url!,
       eventTypes: events,
@@ -85,7 +85,7 @@ function sinceOf(subscription: Subscription): Date | undefined {
 async function list(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { account: { type: 'string' }, database: { type: 'string' } } })
   await withStorage(values.database, async (storage) => {
-    const rows = (await storage.listSubscriptions({ accountName: values.account })).map((subscription) => [
+    const rows = (await storage.webhooks.listSubscriptions({ accountName: values.account })).map((subscription) => [
       subscription.id,
       subscription.accountName,
       subscription.eventTypes.join(','),
@@ -103,7 +103,8 @@ async function remove(args: string[]): Promise<void> {
   const { values, positionals } = parseArgs({ args, options: { database: { type: 'string' } }, allowPositionals: true })
   const id = subscriptionId(positionals)
   await withStorage(values.database, async (storage) => {
-    if (!(await storage.deleteSubscription(id))) throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
+    if (!(await storage.webhooks.deleteSubscription(id)))
+      throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
     printNote(`Removed ${id}.`)
   })
 }
@@ -120,7 +121,7 @@ function subscriptionId(positionals: string[]): string {
 /** The subscription with that id, or the usage error saying there is none. */
 async function existing(storage: Storage, id: string): Promise<Subscription> {
   // Storage looks subscriptions up by account only; an operator's tool can afford reading them all.
-  const subscription = (await storage.listSubscriptions()).find((found) => found.id === id)
+  const subscription = (await storage.webhooks.listSubscriptions()).find((found) => found.id === id)
   if (subscription === undefined) throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
   return subscription
 }
@@ -145,7 +146,7 @@ async function enable(args: string[]): Promise<void> {
     const before = await existing(storage, id)
     // Storage only ever enables a disabled one; read first to tell the operator which it was.
     if (before.state === 'active') return printNote(`${id} is already active; nothing changed.`)
-    if ((await storage.enableSubscription(id)) === undefined) {
+    if ((await storage.webhooks.enableSubscription(id)) === undefined) {
       throw new ConfigError(`SUBSCRIPTION_ID: no subscription with id ${id}`)
     }
     printNote(`Enabled ${id} (it was ${statusLine(before)}): the events made from now on are delivered.`)
@@ -171,7 +172,7 @@ async function deliveries(args: string[]): Promise<void> {
   await withStorage(values.database, async (storage) => {
     const subscription = await existing(storage, id)
     // One more than shown, to tell whether there are more.
-    const history = await storage.deliveryHistory(id, limit + 1)
+    const history = await storage.webhooks.deliveryHistory(id, limit + 1)
     const out = (line: string) => process.stdout.write(visible(line) + '\n')
     out(
       `${subscription.id} (account ${subscription.accountName}): ${statusLine(subscription)}, ` +

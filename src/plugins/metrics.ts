@@ -5,7 +5,7 @@ import type { FastifyRequest } from 'fastify'
 import type { AuthFailure, AuthThrottle } from '../auth/bearer.js'
 import type { ConnectionCap } from './connection-limits.js'
 import { ApiError } from '../errors.js'
-import type { StorageTimer } from '../storage/timed.js'
+import type { StorageTimer } from '../storage/index.js'
 
 /** The service's Prometheus metrics, in a registry of its own (one per app, so tests never share counts). */
 export class Metrics {
@@ -136,7 +136,7 @@ export class Metrics {
     this.#rateLimited.inc({ limit })
   }
 
-  /** Times storage calls; give it to timedStorage. */
+  /** Times storage calls; give it to the store's observe(). */
   readonly storageTimer: StorageTimer = (operation, seconds, failed) =>
     this.#storage.observe({ operation, outcome: failed ? 'error' : 'ok' }, seconds)
 }

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import type { Storage } from '../storage/types.js'
+import type { WebhookStore } from '../storage/types.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../webhooks/dispatcher.js'
 import type { Metrics } from './metrics.js'
 
@@ -9,13 +9,13 @@ export type DeliverySettings = Omit<DispatcherOptions, 'allowPrivate' | 'onAttem
 /** Runs a webhook dispatcher while the app serves: started once listening, stopped (attempts finished) on close. */
 export function registerWebhookDispatcher(
   app: FastifyInstance,
-  storage: Storage,
+  webhooks: WebhookStore,
   settings: DeliverySettings & { allowPrivate: boolean },
   metrics: Metrics,
 ): void {
   // One warning per outage, not one per poll.
   let failing = false
-  const dispatcher = new WebhookDispatcher(storage, {
+  const dispatcher = new WebhookDispatcher(webhooks, {
     ...settings,
     onAttempt: (outcome, seconds, age) => {
       failing = false

@@ -2,14 +2,14 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorCatalogue } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
-import type { Storage } from '../storage/index.js'
+import type { HealthCheck } from '../storage/types.js'
 
 const notReady = [ErrorCatalogue.unavailable, ErrorCatalogue.shuttingDown]
   .map((entry) => `${entry.error}: ${entry.summary}`)
   .join('; ')
 
 /** GET /healthz (the process serves HTTP) and GET /readyz (it can serve plants: storage answers, not shutting down). */
-export const healthRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = async (app, { storage }) => {
+export const healthRoutes: FastifyPluginAsyncTypebox<{ health: HealthCheck }> = async (app, { health }) => {
   app.get(
     '/healthz',
     {
@@ -43,7 +43,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asy
       },
     },
     async () => {
-      await storage.ping()
+      await health.ping()
       return { status: 'ready' as const }
     },
   )

@@ -5,8 +5,8 @@ import { LIMIT_DEFAULT, ListQuery } from '../schemas/list-query.js'
 import { NewPlant, Plant, PlantItem } from '../schemas/plant.js'
 import { PlantParams } from '../schemas/plant-params.js'
 import { callerOf } from '../auth/bearer.js'
-import type { Storage } from '../storage/index.js'
-import type { StoredPlant } from '../storage/types.js'
+import type { PlantStore, StoredPlant } from '../storage/types.js'
+import { plantCreated, plantDeleted } from '../webhooks/events.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { errorResponses } from './error-responses.js'
 
@@ -31,7 +31,7 @@ function nextLink(query: ListQuery, limit: number, lastId: bigint): string {
 const security = [{ bearerAuth: [] }]
 
 /** POST /plants, GET /plants, DELETE /plants/{id}. */
-export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = async (app, { storage }) => {
+export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = async (app, { plants }) => {
   app.post(
     '/plants',
     {
@@ -62,7 +62,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asyn
     async (request) => {
       const { id, name, tag } = request.body
       const plant: StoredPlant = { id, name, tag: tag ?? null }
-      const outcome = await storage.createPlant(callerOf(request).accountId, plant)
+      const outcome = await plants.create(callerOf(request).accountId, plant, plantCreated)
       if (outcome === 'conflict') {
         throw new ApiError('conflict', `a plant with id ${id} already exists with a different name or tag`)
       }
@@ -100,7 +100,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asyn
       if (query.cursor !== undefined && after === undefined) {
         throw new ApiError('validation', 'querystring.cursor: not a cursor this server issued')
       }
-      const page = await storage.listPlants(callerOf(request).accountId, {
+      const page = await plants.list(callerOf(request).accountId, {
         limit: limit + 1,
         after,
         tag: query.tag,
@@ -130,7 +130,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ storage: Storage }> = asyn
     },
     async (request, reply) => {
       const { id } = request.params
-      const deleted = await storage.deletePlant(callerOf(request).accountId, id)
+      const deleted = await plants.delete(callerOf(request).accountId, id, plantDeleted)
       if (!deleted) throw new ApiError('plantNotFound', `no plant with id ${id}`)
       return reply.code(204).send(null)
     },

@@ -3,8 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { callerOf } from '../auth/bearer.js'
 import { ApiError } from '../errors.js'
 import { CreatedSubscription, NewSubscriptionBody, SubscriptionParams, SubscriptionShape } from '../schemas/webhook.js'
-import type { Storage } from '../storage/index.js'
-import type { Subscription } from '../storage/types.js'
+import type { Subscription, WebhookStore } from '../storage/types.js'
+import type { EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
 import { errorResponses } from './error-responses.js'
@@ -15,7 +15,8 @@ function shape(subscription: Subscription) {
   return {
     id: subscription.id,
     url: subscription.url,
-    events: subscription.eventTypes,
+    // Storage holds only types a subscription was made with, which the schema allowed.
+    events: subscription.eventTypes as EventType[],
     createdAt: subscription.createdAt.toISOString(),
     status: subscription.state,
     disabledReason: subscription.disabledReason,
@@ -26,9 +27,9 @@ function shape(subscription: Subscription) {
 }
 
 /** POST /webhooks, GET /webhooks, DELETE /webhooks/{id}: the caller account's own subscriptions. */
-export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowPrivate: boolean }> = async (
+export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookStore; allowPrivate: boolean }> = async (
   app,
-  { storage, allowPrivate },
+  { webhooks, allowPrivate },
 ) => {
   app.post(
     '/webhooks',
@@ -62,7 +63,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
         request.log.info({ reason: problem.detail }, 'webhook URL refused')
         throw new ApiError('validation', `body.url: ${problem.message}`)
       }
-      const { secret, subscription } = await subscribe(storage, {
+      const { secret, subscription } = await subscribe(webhooks, {
         accountName: callerOf(request).accountName,
         url,
         eventTypes: events,
@@ -85,7 +86,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
         },
       },
     },
-    async (request) => (await storage.listSubscriptions({ accountId: callerOf(request).accountId })).map(shape),
+    async (request) => (await webhooks.listSubscriptions({ accountId: callerOf(request).accountId })).map(shape),
   )
 
   app.delete(
@@ -106,7 +107,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
     },
     async (request, reply) => {
       const { id } = request.params
-      if (!(await storage.deleteSubscription(id, callerOf(request).accountId))) {
+      if (!(await webhooks.deleteSubscription(id, callerOf(request).accountId))) {
         throw new ApiError('subscriptionNotFound', `no webhook subscription with id ${id}`)
       }
       return reply.code(204).send(null)
@@ -133,7 +134,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ storage: Storage; allowP
     },
     async (request) => {
       const { id } = request.params
-      const subscription = await storage.enableSubscription(id, callerOf(request).accountId)
+      const subscription = await webhooks.enableSubscription(id, callerOf(request).accountId)
       if (subscription === undefined)
         throw new ApiError('subscriptionNotFound', `no webhook subscription with id ${id}`)
       return shape(subscription)

@@ -1,8 +1,9 @@
-import { redactUrl } from '../redact.js'
-import type { OpenOptions, Storage } from './types.js'
+import { InstrumentedStorage } from './instrumented.js'
+import { UnsupportedDatabaseUrlError, type OpenOptions } from './types.js'
 
+export { InstrumentedStorage, type StorageTimer } from './instrumented.js'
 export type { OpenOptions, Storage } from './types.js'
-export { MigrationsPendingError } from './types.js'
+export { MigrationsPendingError, UnsupportedDatabaseUrlError } from './types.js'
 
 /** Where `sqlite:` URLs point: `sqlite:/abs/file.db`, `sqlite:relative/file.db` or `sqlite::memory:`. */
 export function sqliteFile(url: string): string | undefined {
@@ -15,20 +16,19 @@ export function isPostgresUrl(url: string): boolean {
 }
 
 /**
- * Opens the storage a DATABASE_URL names, migrating it (or checking it is current) as `options` say. Each
- * backend's module (and database client) loads only when used: a process holds one backend's memory, not both.
+ * Opens the storage a DATABASE_URL names, migrating it (or checking it is current) as `options` say, instrumented
+ * (the one view of it every user gets). Each backend's module (and database client) loads only when used: a process
+ * holds one backend's memory, not both.
  */
-export async function openStorage(url: string, options: OpenOptions = { migrate: true }): Promise<Storage> {
+export async function openStorage(url: string, options: OpenOptions = { migrate: true }): Promise<InstrumentedStorage> {
   const file = sqliteFile(url)
   if (file !== undefined && file !== '') {
-    const { SqliteStorage } = await import('./sqlite/index.js')
-    return new SqliteStorage(file, { migrate: options.migrate, limits: options.limits })
+    const sqlite = await import('./sqlite/index.js')
+    return new InstrumentedStorage(await sqlite.open(file, options))
   }
   if (isPostgresUrl(url)) {
-    const { PostgresStorage } = await import('./postgres/index.js')
-    return PostgresStorage.open(url, options)
+    const postgres = await import('./postgres/index.js')
+    return new InstrumentedStorage(await postgres.open(url, options))
   }
-  throw new Error(
-    `DATABASE_URL: unsupported database URL "${redactUrl(url)}" (expected sqlite:<path> or postgres://...)`,
-  )
+  throw new UnsupportedDatabaseUrlError(url)
 }

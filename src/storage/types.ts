@@ -1,4 +1,10 @@
-import type { EventType } from '../webhooks/events.js'
+/*
+ * The storage every backend implements, in four parts by concern (plants, tokens, webhooks, health), and the values
+ * they take and return. Storage knows nothing of HTTP, authentication or what events mean: an event is an opaque
+ * id, type and body that the caller built.
+ */
+
+// Plants
 
 /** A plant as stored: the account's id for it, its name and optional tag. */
 export interface StoredPlant {
@@ -17,6 +23,33 @@ export interface PageRequest {
   tag?: string
 }
 
+/**
+ * An event a change emits, built by the caller: written in the change's transaction for every active subscription
+ * of the account that wants its `type`, and only if the change happened.
+ */
+export interface OutboxEvent {
+  id: string
+  type: string
+  body: string
+}
+
+/** Builds the event of a change to `subject` (a new plant, a deleted id); storage calls it when it needs it. */
+export type EventOf<T> = (subject: T) => OutboxEvent
+
+export interface PlantStore {
+  /**
+   * Stores the plant unless the account already has that id; with it, in one transaction, `event` for the
+   * account's subscriptions. QuotaExceededError when the account holds its quota of plants.
+   */
+  create(accountId: number, plant: StoredPlant, event: EventOf<StoredPlant>): Promise<CreateOutcome>
+  /** Plants of one account in ascending id order, one page. */
+  list(accountId: number, page: PageRequest): Promise<StoredPlant[]>
+  /** Deletes one plant and queues its `event`, atomically; false (and no event) when the account has no such plant. */
+  delete(accountId: number, id: bigint, event: EventOf<bigint>): Promise<boolean>
+}
+
+// Tokens
+
 /** A token as stored: never the secret, only its hash. */
 export interface TokenRecord {
   id: string
@@ -29,6 +62,9 @@ export interface TokenRecord {
   revokedAt: Date | null
 }
 
+/** A token with the hash of its secret, as authentication reads it. */
+export type StoredToken = TokenRecord & { secretHash: Buffer }
+
 /** What it takes to store a new token; `secretHash` is the SHA-256 of the secret. */
 export interface NewToken {
   id: string
@@ -39,6 +75,23 @@ export interface NewToken {
   expiresAt: Date | null
 }
 
+export interface TokenStore {
+  /** The token whose secret hashes to `secretHash`, whatever its state. */
+  find(secretHash: Buffer): Promise<StoredToken | undefined>
+  /** Stores a token, creating its account when new. */
+  create(token: NewToken): Promise<TokenRecord>
+  /** Stores the token only if the store holds no token at all, atomically across processes; else undefined. */
+  createFirst(token: NewToken): Promise<TokenRecord | undefined>
+  /** All tokens, or one account's, oldest first. */
+  list(accountName?: string): Promise<TokenRecord[]>
+  /** Marks a token revoked; false when no such token or already revoked. */
+  revoke(id: string): Promise<boolean>
+  /** How many tokens exist (any state); zero means a fresh store. */
+  count(): Promise<number>
+}
+
+// Webhooks
+
 /** Why a subscription was disabled: it kept failing for the give-up period, or its queue reached its cap. */
 export type DisabledReason = 'failing' | 'backlog'
 
@@ -48,7 +101,7 @@ export interface Subscription {
   accountId: number
   accountName: string
   url: string
-  eventTypes: EventType[]
+  eventTypes: string[]
   createdAt: Date
   /** Disabled: no events are queued for it nor attempted until it is enabled again. */
   state: 'active' | 'disabled'
@@ -67,7 +120,13 @@ export interface NewSubscription {
   url: string
   /** The Standard Webhooks signing secret (`whsec_...`): kept as is, since signing needs it. */
   secret: string
-  eventTypes: EventType[]
+  eventTypes: string[]
+}
+
+/** Which subscriptions to list: all, or one account's (by id or name). */
+export interface SubscriptionFilter {
+  accountId?: number
+  accountName?: string
 }
 
 /** One event on its way to one subscription, claimed for one attempt under `lease`. */
@@ -75,7 +134,7 @@ export interface ClaimedDelivery {
   id: string
   lease: string
   eventId: string
-  eventType: EventType
+  eventType: string
   body: string
   url: string
   secret: string
@@ -91,6 +150,9 @@ export interface ClaimedDelivery {
   /** Since when its subscription has failed without a success; null when its last attempt succeeded. */
   failingSince: Date | null
 }
+
+/** What recording an attempt needs of its claimed delivery. */
+export type DeliveryRef = Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>
 
 /** What one attempt met: when it started, how long it took, the receiver's status and, unless 2xx, why it failed. */
 export interface AttemptReport {
@@ -113,20 +175,72 @@ export const ATTEMPTS_KEPT = 20
 /** One recorded attempt of a subscription, as `webhooks deliveries` shows it. */
 export interface AttemptRecord extends AttemptReport {
   eventId: string
-  eventType: EventType
+  eventType: string
   outcome: DeliveryOutcome['state']
 }
 
 /** A delivery given up on: its subscription was disabled while it waited. */
 export interface FailedDelivery {
   eventId: string
-  eventType: EventType
+  eventType: string
   createdAt: Date
   failedAt: Date
   attempts: number
   lastStatus: number | null
   lastError: string | null
 }
+
+/** A subscription's recent attempts (newest first) and its failed deliveries (newest first). */
+export interface DeliveryHistory {
+  attempts: AttemptRecord[]
+  failed: FailedDelivery[]
+}
+
+export interface WebhookStore {
+  /** Stores a webhook subscription, creating its account when new; QuotaExceededError at the account's quota. */
+  createSubscription(subscription: NewSubscription): Promise<Subscription>
+  /** Subscriptions, all or one account's, oldest first. */
+  listSubscriptions(filter?: SubscriptionFilter): Promise<Subscription[]>
+  /** Removes a subscription (within `accountId` when given) with its deliveries and attempts; false when none. */
+  deleteSubscription(id: string, accountId?: number): Promise<boolean>
+  /**
+   * Enables a disabled subscription again (within `accountId` when given), its failures forgotten and what it held
+   * before failed first; undefined when none.
+   */
+  enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined>
+  /**
+   * Claims the next attempt of up to `limit` active subscriptions whose backoff is over, each for `leaseMs`: the
+   * oldest queued delivery of each (to keep its order; one in flight per subscription). Work is bounded by `limit`,
+   * whatever is queued. Fair between accounts: at most `perAccount` subscriptions of one account leased at once
+   * (across instances), and accounts holding fewer leases go first.
+   */
+  claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]>
+  /** Records how a claimed attempt ended; ignored when the subscription's lease is no longer this claim's. */
+  finishDelivery(delivery: DeliveryRef, outcome: DeliveryOutcome): Promise<void>
+  /**
+   * Fails up to `limit` deliveries still queued for one disabled subscription, and deletes up to `limit` failed
+   * deliveries of its earlier disabling; resolves with how many rows changed (0: nothing left to settle anywhere).
+   * Disabling only marks a subscription: its queue is failed by these calls, in short transactions, afterwards.
+   */
+  settleDisabled(limit: number): Promise<number>
+  /** Deletes up to `limit` deliveries that failed before `before`; resolves with how many went. */
+  purgeFailedDeliveries(before: Date, limit: number): Promise<number>
+  /** A subscription's last ATTEMPTS_KEPT attempts and its failed deliveries (at most `limit`). */
+  deliveryHistory(subscriptionId: string, limit: number): Promise<DeliveryHistory>
+  /** Deliveries still to be made, over every active subscription. */
+  countPendingDeliveries(): Promise<number>
+}
+
+// Health
+
+export interface HealthCheck {
+  /** Resolves when the database answers. */
+  ping(): Promise<void>
+  /** Commits a write that touches no account's data; rejects when the database cannot take writes now. */
+  probeWrite(): Promise<void>
+}
+
+// The whole
 
 /**
  * Per-account quotas the storage enforces in the transaction of the write (0: none). The database is the source of
@@ -144,6 +258,22 @@ export interface StorageLimits {
 /** No quota at all: what storage opened without limits enforces. */
 export const NO_LIMITS: StorageLimits = { plantsPerAccount: 0, subscriptionsPerAccount: 0, queuedPerSubscription: 0 }
 
+/** The database cannot be reached or written now: try again later (the API answers 503). */
+export class StorageUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super('storage unavailable', { cause })
+    this.name = 'StorageUnavailableError'
+  }
+}
+
+/** A DATABASE_URL that names no backend this release has. */
+export class UnsupportedDatabaseUrlError extends Error {
+  constructor(readonly url: string) {
+    super('unsupported database URL (expected sqlite:<path> or postgres://...)')
+    this.name = 'UnsupportedDatabaseUrlError'
+  }
+}
+
 /** A create refused because the account holds its quota of `resource`. */
 export class QuotaExceededError extends Error {
   constructor(
@@ -155,74 +285,15 @@ export class QuotaExceededError extends Error {
   }
 }
 
-/** The storage every backend implements; all methods are async so network databases fit. */
+/** A backend: its four parts over one database. All methods are async so network databases fit. */
 export interface Storage {
-  /**
-   * Stores the plant unless the account already has that id; with it, in one transaction, its plant.created events.
-   * QuotaExceededError when the account holds its quota of plants.
-   */
-  createPlant(accountId: number, plant: StoredPlant): Promise<CreateOutcome>
-  /** Plants of one account in ascending id order, one page. */
-  listPlants(accountId: number, page: PageRequest): Promise<StoredPlant[]>
-  /** Deletes one plant and queues its plant.deleted events, atomically; false when the account has no such plant. */
-  deletePlant(accountId: number, id: bigint): Promise<boolean>
-  /** The token whose secret hashes to `secretHash`, whatever its state. */
-  findToken(secretHash: Buffer): Promise<(TokenRecord & { secretHash: Buffer }) | undefined>
-  /** Stores a token, creating its account when new. */
-  createToken(token: NewToken): Promise<TokenRecord>
-  /** Stores the token only if the store holds no token at all, atomically across processes; else undefined. */
-  createFirstToken(token: NewToken): Promise<TokenRecord | undefined>
-  /** All tokens, or one account's, oldest first. */
-  listTokens(accountName?: string): Promise<TokenRecord[]>
-  /** Marks a token revoked; false when no such token or already revoked. */
-  revokeToken(id: string): Promise<boolean>
-  /** How many tokens exist (any state); zero means a fresh store. */
-  countTokens(): Promise<number>
-  /** Stores a webhook subscription, creating its account when new; QuotaExceededError at the account's quota. */
-  createSubscription(subscription: NewSubscription): Promise<Subscription>
-  /** Subscriptions, all or one account's (by id or name), oldest first. */
-  listSubscriptions(filter?: { accountId?: number; accountName?: string }): Promise<Subscription[]>
-  /** Removes a subscription (within `accountId` when given) with its deliveries and attempts; false when none. */
-  deleteSubscription(id: string, accountId?: number): Promise<boolean>
-  /**
-   * Enables a disabled subscription again (within `accountId` when given), its failures forgotten and what it held
-   * before failed first; undefined when none.
-   */
-  enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined>
-  /**
-   * Claims the next attempt of up to `limit` active subscriptions whose backoff is over, each for `leaseMs`: the
-   * oldest queued delivery of each (to keep its order; one in flight per subscription). Work is bounded by `limit`,
-   * whatever is queued. Fair between accounts: at most `perAccount` subscriptions of one account leased at once
-   * (across instances), and accounts holding fewer leases go first.
-   */
-  claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]>
-  /** Records how a claimed attempt ended; ignored when the subscription's lease is no longer this claim's. */
-  finishDelivery(
-    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
-    outcome: DeliveryOutcome,
-  ): Promise<void>
-  /**
-   * Fails up to `limit` deliveries still queued for one disabled subscription, and deletes up to `limit` failed
-   * deliveries of its earlier disabling; resolves with how many rows changed (0: nothing left to settle anywhere).
-   * Disabling only marks a subscription: its queue is failed by these calls, in short transactions, afterwards.
-   */
-  settleDisabled(limit: number): Promise<number>
-  /** Deletes up to `limit` deliveries that failed before `before`; resolves with how many went. */
-  purgeFailedDeliveries(before: Date, limit: number): Promise<number>
-  /** A subscription's recent attempts (the last ATTEMPTS_KEPT, newest first) and its failed deliveries (newest first, at most `limit`). */
-  deliveryHistory(
-    subscriptionId: string,
-    limit: number,
-  ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }>
-  /** Deliveries still to be made, over every active subscription. */
-  countPendingDeliveries(): Promise<number>
-  /** Resolves when the database answers. */
-  ping(): Promise<void>
-  /** Commits a write that touches no account's data; rejects when the database cannot take writes now. */
-  probeWrite(): Promise<void>
-  close(): Promise<void>
+  readonly plants: PlantStore
+  readonly tokens: TokenStore
+  readonly webhooks: WebhookStore
+  readonly health: HealthCheck
   /** Migration versions applied when this storage was opened (empty when the schema was already current). */
   readonly migrationsApplied: readonly number[]
+  close(): Promise<void>
 }
 
 /** How to open storage. */

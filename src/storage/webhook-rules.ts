@@ -1,8 +1,7 @@
-import type { EventType } from '../webhooks/events.js'
 import type { DisabledReason } from './types.js'
 
 /** True when a subscription's `event_types` column (space-separated) includes `type`. */
-export function wants(eventTypes: string, type: EventType): boolean {
+export function wants(eventTypes: string, type: string): boolean {
   return eventTypes.split(' ').includes(type)
 }
 

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { ClaimedDelivery, DeliveryOutcome, Storage } from '../storage/types.js'
+import type { ClaimedDelivery, DeliveryOutcome, WebhookStore } from '../storage/types.js'
 import { SETTLE_BATCH } from '../storage/webhook-rules.js'
 import { send, type AttemptResult } from './send.js'
 import { signatureHeaders } from './signature.js'
@@ -67,7 +67,7 @@ type Settings = Required<Omit<DispatcherOptions, 'onAttempt' | 'onError'>> & Dis
  * once: an attempt whose outcome was not recorded (a crash, a lost database) is made again after its lease.
  */
 export class WebhookDispatcher {
-  readonly #storage: Storage
+  readonly #outbox: WebhookStore
   readonly #options: Settings
   readonly #inFlight = new Set<Promise<void>>()
   #stopped = false
@@ -79,8 +79,8 @@ export class WebhookDispatcher {
   #woken = false
   #purgedAt = 0
 
-  constructor(storage: Storage, options: DispatcherOptions) {
-    this.#storage = storage
+  constructor(outbox: WebhookStore, options: DispatcherOptions) {
+    this.#outbox = outbox
     this.#options = { pollMs: 250, concurrency: 16, perAccount: 4, purgeEveryMs: 60_000, ...options }
   }
 
@@ -108,7 +108,7 @@ export class WebhookDispatcher {
       if (free > 0) {
         // The lease outlives the attempt's timeout, so a live attempt is never claimed twice; after a crash the
         // subscription is ready again once it runs out.
-        claimed = await this.#storage
+        claimed = await this.#outbox
           .claimDeliveries(free, timeoutMs + LEASE_MARGIN_MS, perAccount)
           .catch((err: unknown) => {
             this.#options.onError?.(err)
@@ -130,7 +130,7 @@ export class WebhookDispatcher {
   async #keepUp(): Promise<void> {
     while (!this.#stopped) {
       await this.#purgeWhenDue()
-      const settled = await this.#storage.settleDisabled(SETTLE_BATCH).catch((err: unknown) => {
+      const settled = await this.#outbox.settleDisabled(SETTLE_BATCH).catch((err: unknown) => {
         this.#options.onError?.(err)
         return 0
       })
@@ -143,7 +143,7 @@ export class WebhookDispatcher {
     if (Date.now() - this.#purgedAt < this.#options.purgeEveryMs) return
     this.#purgedAt = Date.now()
     const before = new Date(Date.now() - this.#options.failedRetentionMs)
-    await this.#storage.purgeFailedDeliveries(before, PURGE_BATCH).catch((err: unknown) => {
+    await this.#outbox.purgeFailedDeliveries(before, PURGE_BATCH).catch((err: unknown) => {
       this.#options.onError?.(err)
     })
   }
@@ -187,7 +187,7 @@ export class WebhookDispatcher {
     const outcome = outcomeOf(delivery, result, { startedAt, durationMs }, this.#options)
     const age = (Date.now() - delivery.createdAt.getTime()) / 1000
     this.#options.onAttempt?.(outcome.state, durationMs / 1000, age)
-    await this.#storage.finishDelivery(delivery, outcome).catch((err: unknown) => this.#options.onError?.(err))
+    await this.#outbox.finishDelivery(delivery, outcome).catch((err: unknown) => this.#options.onError?.(err))
     this.#poke()
   }
 }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import type { OutboxEvent } from '../storage/types.js'
 
 /** The events a subscription can receive. */
 export const EVENT_TYPES = ['plant.created', 'plant.deleted'] as const
@@ -28,4 +29,14 @@ export function createdBody(plant: { id: bigint; name: string; tag: string | nul
 /** The body of `plant.deleted`: `{id}`. */
 export function deletedBody(id: bigint): string {
   return `{"id":${id}}`
+}
+
+/** The plant.created event of a new plant, for the outbox (storage asks for it only if the plant was created). */
+export function plantCreated(plant: { id: bigint; name: string; tag: string | null }): OutboxEvent {
+  return { id: newEventId(), type: 'plant.created', body: createdBody(plant) }
+}
+
+/** The plant.deleted event of a plant, for the outbox (storage asks for it only if the plant was deleted). */
+export function plantDeleted(id: bigint): OutboxEvent {
+  return { id: newEventId(), type: 'plant.deleted', body: deletedBody(id) }
 }

@@ -1,5 +1,4 @@
-import type { Storage } from '../storage/index.js'
-import type { Subscription } from '../storage/types.js'
+import type { Subscription, WebhookStore } from '../storage/types.js'
 import { EVENT_TYPES, newSigningSecret, newSubscriptionId, type EventType } from './events.js'
 
 /** What a new subscription is for; the events default to every type. The URL must already be checked. */
@@ -11,11 +10,11 @@ export interface SubscriptionRequest {
 
 /** Stores a subscription with a fresh id and signing secret; the secret is returned this once. */
 export async function subscribe(
-  storage: Storage,
+  webhooks: WebhookStore,
   request: SubscriptionRequest,
 ): Promise<{ secret: string; subscription: Subscription }> {
   const secret = newSigningSecret()
-  const subscription = await storage.createSubscription({
+  const subscription = await webhooks.createSubscription({
     id: newSubscriptionId(),
     accountName: request.accountName,
     url: request.url,

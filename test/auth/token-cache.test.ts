@@ -3,21 +3,21 @@ import { after, before, describe, test } from 'node:test'
 import { TokenVerifier } from '../../src/auth/token-cache.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import { hashSecret, newTokenSecret } from '../../src/auth/tokens.js'
-import type { Storage } from '../../src/storage/index.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
 describe('token verifier', () => {
-  let storage: Storage
+  let storage: InstrumentedStorage
   let dispose: () => Promise<void>
   let reads = 0
   const lookedUp: Buffer[] = []
   before(async () => {
     ;({ storage, dispose } = await freshStorage(backends[0]!))
-    const findToken = storage.findToken.bind(storage)
-    storage.findToken = (hash) => {
+    const find = storage.tokens.find.bind(storage.tokens)
+    storage.tokens.find = (hash) => {
       reads++
       lookedUp.push(hash)
-      return findToken(hash)
+      return find(hash)
     }
   })
   after(() => dispose())
@@ -28,7 +28,7 @@ describe('token verifier', () => {
   }
 
   test('reads a known token from the database once per cache interval, not per request', async () => {
-    const verifier = new TokenVerifier(storage, { ttlMs: 1000 })
+    const verifier = new TokenVerifier(storage.tokens, { ttlMs: 1000 })
     const { secret } = await create()
     reads = 0
     for (let i = 0; i < 5; i++) assert.equal((await verifier.verify(secret, 10_000 + i)).ok, true)
@@ -38,15 +38,15 @@ describe('token verifier', () => {
   })
 
   test('sees a revocation after the cache interval', async () => {
-    const verifier = new TokenVerifier(storage, { ttlMs: 1000 })
+    const verifier = new TokenVerifier(storage.tokens, { ttlMs: 1000 })
     const { id, secret } = await create()
     assert.equal((await verifier.verify(secret, 20_000)).ok, true)
-    await storage.revokeToken(id)
+    await storage.tokens.revoke(id)
     assert.deepEqual(await verifier.verify(secret, 21_000), { ok: false, reason: 'revoked' })
   })
 
   test('does not cache unknown secrets, so a token created just now works at once', async () => {
-    const verifier = new TokenVerifier(storage, { ttlMs: 60_000 })
+    const verifier = new TokenVerifier(storage.tokens, { ttlMs: 60_000 })
     const secret = newTokenSecret()
     assert.deepEqual(await verifier.verify(secret), { ok: false, reason: 'unknown' })
     await issueToken(storage, { accountName: 'a', secret, scopes: [] })
@@ -57,7 +57,7 @@ describe('token verifier', () => {
   // cache compare lookup keys, and those are SHA-256 digests of the whole secret: a guess right in all but its
   // last character shares no more of its key with the real one than a random guess does.
   test('looks a secret up by the SHA-256 of all of it, so a near miss shares nothing with the real key', async () => {
-    const verifier = new TokenVerifier(storage, { ttlMs: 60_000 })
+    const verifier = new TokenVerifier(storage.tokens, { ttlMs: 60_000 })
     const { secret } = await create()
     const real = hashSecret(secret)
     const flip = (c: string) => (c === 'A' ? 'B' : 'A')
@@ -75,7 +75,7 @@ describe('token verifier', () => {
   })
 
   test('keeps at most maxEntries tokens in memory', async () => {
-    const verifier = new TokenVerifier(storage, { ttlMs: 60_000, maxEntries: 2 })
+    const verifier = new TokenVerifier(storage.tokens, { ttlMs: 60_000, maxEntries: 2 })
     const tokens = [await create(), await create(), await create()]
     for (const { secret } of tokens) await verifier.verify(secret, 30_000)
     reads = 0

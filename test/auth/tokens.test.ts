@@ -7,7 +7,7 @@ import postgres from 'postgres'
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import { hashSecret, newTokenSecret, parseDuration } from '../../src/auth/tokens.js'
-import type { Storage } from '../../src/storage/index.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { sqliteFile } from '../../src/storage/index.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
@@ -28,7 +28,7 @@ describe('tokens', () => {
   })
 
   describe('at rest and in logs', () => {
-    let storage: Storage
+    let storage: InstrumentedStorage
     let url: string
     let dispose: () => Promise<void>
     let secret: string

@@ -39,7 +39,7 @@ for (const backend of backends) {
       const storage = await openStorage(database.url)
       try {
         subscriptionId = newSubscriptionId()
-        await storage.createSubscription({
+        await storage.webhooks.createSubscription({
           id: subscriptionId,
           accountName: HOSTILE_ACCOUNT,
           url: HOSTILE_URL,

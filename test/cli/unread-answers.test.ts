@@ -9,6 +9,7 @@ import { openStorage } from '../../src/storage/index.js'
 import { statusCodes } from '../helpers/raw-http.js'
 import { backends, type TestBackend } from '../helpers/backends.js'
 import { cleanup, startServer, type ServerProcess } from '../helpers/server-process.js'
+import { plantCreated } from '../../src/webhooks/events.js'
 
 after(cleanup)
 
@@ -35,7 +36,9 @@ async function seeded(
     const alice = await issueToken(storage, { accountName: 'alice' })
     for (let from = 1; from <= PAGE; from += 100) {
       const ids = Array.from({ length: 100 }, (_, i) => BigInt(from + i))
-      await Promise.all(ids.map((id) => storage.createPlant(mallory.token.accountId, { id, name: NAME, tag: TAG })))
+      await Promise.all(
+        ids.map((id) => storage.plants.create(mallory.token.accountId, { id, name: NAME, tag: TAG }, plantCreated)),
+      )
     }
     return { database, dispose, mallory: mallory.secret, alice: alice.secret }
   } finally {

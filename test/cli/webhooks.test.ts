@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { openStorage, type Storage } from '../../src/storage/index.js'
+import { openStorage, type InstrumentedStorage } from '../../src/storage/index.js'
 import type { Subscription } from '../../src/storage/types.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
-import { newSigningSecret, newSubscriptionId } from '../../src/webhooks/events.js'
+import { newSigningSecret, newSubscriptionId, plantCreated } from '../../src/webhooks/events.js'
 import { backends, type TestDatabase } from '../helpers/backends.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
 import { cleanup, eventually, runCli, tempDatabase, type CliResult } from '../helpers/server-process.js'
@@ -143,7 +143,7 @@ describe('plantstore webhooks help', { concurrency: true }, () => {
 for (const backend of backends) {
   describe(`plantstore webhooks on failing and disabled subscriptions (${backend.name})`, () => {
     let database: TestDatabase
-    let storage: Storage
+    let storage: InstrumentedStorage
     let receiver: Receiver
     // Disabled after its first attempt failed, its three deliveries failed with it.
     let disabled: Subscription
@@ -163,7 +163,7 @@ for (const backend of backends) {
 
     /** Runs a dispatcher until `done`, then stops it. */
     async function dispatchUntil(options: Partial<DispatcherOptions>, done: () => Promise<boolean>): Promise<void> {
-      const dispatcher = new WebhookDispatcher(storage, { ...FAST, ...options })
+      const dispatcher = new WebhookDispatcher(storage.webhooks, { ...FAST, ...options })
       dispatcher.start()
       try {
         await eventually(done, 10_000, 20)
@@ -173,14 +173,14 @@ for (const backend of backends) {
     }
 
     const subscribe = (accountName: string) =>
-      storage.createSubscription({
+      storage.webhooks.createSubscription({
         id: newSubscriptionId(),
         accountName,
         url: receiver.url,
         secret: newSigningSecret(),
         eventTypes: ['plant.created', 'plant.deleted'],
       })
-    const listed = async (id: string) => (await storage.listSubscriptions()).find((found) => found.id === id)!
+    const listed = async (id: string) => (await storage.webhooks.listSubscriptions()).find((found) => found.id === id)!
 
     before(async () => {
       database = await backend.createDatabase()
@@ -188,14 +188,15 @@ for (const backend of backends) {
       receiver = await startReceiver()
       receiver.answer = () => ({ status: 500, body: HOSTILE_ANSWER })
       disabled = await subscribe('acme')
-      for (let id = 1n; id <= 3n; id++) await storage.createPlant(disabled.accountId, { id, name: 'Fern', tag: null })
+      for (let id = 1n; id <= 3n; id++)
+        await storage.plants.create(disabled.accountId, { id, name: 'Fern', tag: null }, plantCreated)
       // A give-up period of 0: the first failure disables it and fails every queued delivery.
       await dispatchUntil({ giveUpAfterMs: 0 }, async () => (await listed(disabled.id)).state === 'disabled')
       assert.equal(receiver.received.length, 1)
       firstEventId = String(receiver.received[0]!.headers['webhook-id'])
       disabled = await listed(disabled.id)
       failing = await subscribe('globex')
-      await storage.createPlant(failing.accountId, { id: 1n, name: 'Ivy', tag: null })
+      await storage.plants.create(failing.accountId, { id: 1n, name: 'Ivy', tag: null }, plantCreated)
       // Retried only after a minute: the delivery stays queued, the subscription failing.
       await dispatchUntil(
         { giveUpAfterMs: 3_600_000, retryBaseMs: 120_000 },
@@ -239,7 +240,7 @@ for (const backend of backends) {
       assert.equal(result.code, 0, result.stderr)
       assert.equal(result.stderr, '')
       assert.doesNotMatch(result.stdout, RAW_CONTROL, JSON.stringify(result.stdout))
-      const history = await storage.deliveryHistory(disabled.id, 10)
+      const history = await storage.webhooks.deliveryHistory(disabled.id, 10)
       const [status, attempts, failed, ...rest] = sections(result.stdout)
       assert.deepEqual(rest, [])
       assert.deepEqual(status, [
@@ -275,7 +276,7 @@ for (const backend of backends) {
       assert.equal(result.code, 0, result.stderr)
       const [, attempts, failed] = sections(result.stdout)
       assert.equal(attempts!.length, 3)
-      const newest = (await storage.deliveryHistory(disabled.id, 1)).failed[0]!
+      const newest = (await storage.webhooks.deliveryHistory(disabled.id, 1)).failed[0]!
       assert.deepEqual(failed!.slice(2).map(cells), [
         [newest.failedAt.toISOString(), newest.eventId, 'plant.created', '0', '-', GIVEN_UP],
         ['More failed deliveries are kept: raise --limit to see them.'],

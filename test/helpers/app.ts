@@ -1,7 +1,7 @@
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
-import type { Storage } from '../../src/storage/index.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
 import type { StorageLimits } from '../../src/storage/types.js'
 import { backends, freshStorage, type TestBackend } from './backends.js'
 import { openApiChecker } from './openapi.js'
@@ -9,7 +9,7 @@ import { openApiChecker } from './openapi.js'
 /** An app on a fresh database, with a way to mint tokens for it. */
 export interface TestApp {
   app: FastifyInstance
-  storage: Storage
+  storage: InstrumentedStorage
   /** Creates a token and returns its secret. */
   token(account?: string, options?: { scopes?: string[]; expiresAt?: Date | null }): Promise<string>
   close(): Promise<void>

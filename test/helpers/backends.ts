@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { openStorage, type OpenOptions, type Storage } from '../../src/storage/index.js'
+import { openStorage, type InstrumentedStorage, type OpenOptions } from '../../src/storage/index.js'
 
 /** A database a test can open storage on, and throw away afterwards. */
 export interface TestDatabase {
@@ -70,7 +70,7 @@ export const backends: TestBackend[] = POSTGRES_URL === undefined ? [sqlite] : [
 export async function freshStorage(
   backend: TestBackend,
   options: OpenOptions = { migrate: true },
-): Promise<{ storage: Storage; url: string; dispose(): Promise<void> }> {
+): Promise<{ storage: InstrumentedStorage; url: string; dispose(): Promise<void> }> {
   const database = await backend.createDatabase()
   const storage = await openStorage(database.url, options)
   return {

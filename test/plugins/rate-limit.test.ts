@@ -7,7 +7,7 @@ import { Redis } from 'ioredis'
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import type { RateLimitOptions } from '../../src/plugins/rate-limit.js'
-import type { Storage } from '../../src/storage/index.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { bearer } from '../helpers/app.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
@@ -19,7 +19,11 @@ after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup()
 })
 
-async function appWith(limits: Omit<RateLimitOptions, 'onLimited'>, storage?: Storage, metricsToken?: string) {
+async function appWith(
+  limits: Omit<RateLimitOptions, 'onLimited'>,
+  storage?: InstrumentedStorage,
+  metricsToken?: string,
+) {
   let store = storage
   if (store === undefined) {
     const fresh = await freshStorage(backends[0]!)

@@ -8,8 +8,8 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import postgres from 'postgres'
-import { openStorage, type Storage } from '../../src/storage/index.js'
-import { SqliteStorage } from '../../src/storage/sqlite/index.js'
+import { InstrumentedStorage, openStorage } from '../../src/storage/index.js'
+import { open } from '../../src/storage/sqlite/index.js'
 import { bearer, buildTestApp, checkEveryResponse, type TestApp } from '../helpers/app.js'
 import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../helpers/backends.js'
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
@@ -50,14 +50,14 @@ describe('server errors', () => {
 
 describe('storage unavailable (sqlite)', () => {
   let dir: string
-  let storage: SqliteStorage
+  let storage: InstrumentedStorage
   let app: FastifyInstance
   let headers: { authorization: string }
   let locker: Database.Database
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'plantstore-busy-'))
     const file = join(dir, 'store.db')
-    storage = new SqliteStorage(file, { busyTimeoutMs: 50 })
+    storage = new InstrumentedStorage(await open(file, { migrate: true, busyTimeoutMs: 50 }))
     const { secret } = await issueToken(storage, { accountName: 'a', scopes: ['plants:write'] })
     headers = bearer(secret)
     app = checkEveryResponse(await buildApp({ storage }))
@@ -90,7 +90,7 @@ if (POSTGRES_URL !== undefined)
   describe('storage unavailable (postgres)', () => {
     let database: TestDatabase
     let proxy: TcpProxy
-    let storage: Storage
+    let storage: InstrumentedStorage
     let app: FastifyInstance
     let headers: { authorization: string }
     let admin: postgres.Sql

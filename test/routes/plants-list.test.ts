@@ -4,6 +4,7 @@ import { issueToken } from '../../src/auth/issue-token.js'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
 import { parseExact } from '../helpers/json.js'
+import { plantCreated } from '../../src/webhooks/events.js'
 
 /** The target of a `Link: <...>; rel="next"` header, or undefined. */
 function nextLink(header: unknown): string | undefined {
@@ -22,11 +23,15 @@ for (const backend of backends) {
       // 250 plants inserted in a scrambled order; every third one tagged.
       for (let i = 0; i < 250; i++) {
         const id = (i * 97) % 250
-        await t.storage.createPlant(token.accountId, {
-          id: BigInt(id),
-          name: `plant-${id}`,
-          tag: id % 3 === 0 ? 'three' : null,
-        })
+        await t.storage.plants.create(
+          token.accountId,
+          {
+            id: BigInt(id),
+            name: `plant-${id}`,
+            tag: id % 3 === 0 ? 'three' : null,
+          },
+          plantCreated,
+        )
       }
     })
     after(() => t.close())

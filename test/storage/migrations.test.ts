@@ -14,6 +14,7 @@ import {
 import { migrations as postgresMigrations } from '../../src/storage/postgres/migrations.js'
 import { migrations as sqliteMigrations } from '../../src/storage/sqlite/migrations.js'
 import { backends, POSTGRES_URL, postgresBackend, type TestBackend } from '../helpers/backends.js'
+import { plantCreated } from '../../src/webhooks/events.js'
 
 const LATEST = sqliteMigrations.map((migration) => migration.version)
 
@@ -130,14 +131,17 @@ for (const backend of backends) {
             upgraded.migrationsApplied,
             later.map((migration) => migration.version),
           )
-          const [subscription] = await upgraded.listSubscriptions({ accountName: 'a' })
+          const [subscription] = await upgraded.webhooks.listSubscriptions({ accountName: 'a' })
           assert.equal(subscription?.queued, 2)
           assert.equal(subscription?.state, 'active')
-          assert.equal(await upgraded.countPendingDeliveries(), 2)
-          assert.equal(await upgraded.createPlant(1, { id: 3n, name: 'z', tag: null }), 'created')
-          await assert.rejects(upgraded.createPlant(1, { id: 4n, name: 'w', tag: null }), /quota of 3 plants/)
+          assert.equal(await upgraded.webhooks.countPendingDeliveries(), 2)
+          assert.equal(await upgraded.plants.create(1, { id: 3n, name: 'z', tag: null }, plantCreated), 'created')
+          await assert.rejects(
+            upgraded.plants.create(1, { id: 4n, name: 'w', tag: null }, plantCreated),
+            /quota of 3 plants/,
+          )
           assert.equal(
-            (await upgraded.claimDeliveries(16, 60_000, 4)).map((claimed) => claimed.eventId).join(),
+            (await upgraded.webhooks.claimDeliveries(16, 60_000, 4)).map((claimed) => claimed.eventId).join(),
             'msg_1',
           )
         } finally {
@@ -160,15 +164,15 @@ for (const backend of backends) {
     test('upgrades a database of the first release, keeping its plants and tokens', () =>
       withDatabase(backend, async (url, open) => {
         const old = await open()
-        const token = await old.createToken(mintToken({ accountName: 'a' }).record)
-        await old.createPlant(token.accountId, { id: 1n, name: 'x', tag: null })
+        const token = await old.tokens.create(mintToken({ accountName: 'a' }).record)
+        await old.plants.create(token.accountId, { id: 1n, name: 'x', tag: null }, plantCreated)
         await old.close()
         await backToVersion1(url)
         const upgraded = await open()
         assert.deepEqual(upgraded.migrationsApplied, LATEST.slice(1))
-        await upgraded.probeWrite()
-        assert.deepEqual(await upgraded.listPlants(token.accountId, { limit: 10 }), [{ id: 1n, name: 'x', tag: null }])
-        assert.equal(await upgraded.countTokens(), 1)
+        await upgraded.health.probeWrite()
+        assert.deepEqual(await upgraded.plants.list(token.accountId, { limit: 10 }), [{ id: 1n, name: 'x', tag: null }])
+        assert.equal(await upgraded.tokens.count(), 1)
       }))
 
     test('applies migrations exactly once when several instances open an empty database at once', () =>
@@ -185,12 +189,12 @@ for (const backend of backends) {
         const stores = await openAtOnce(open, 4)
         const created = await Promise.all(
           stores.flatMap((store) =>
-            [1, 2].map(() => store.createFirstToken(mintToken({ accountName: 'default' }).record)),
+            [1, 2].map(() => store.tokens.createFirst(mintToken({ accountName: 'default' }).record)),
           ),
         )
         assert.equal(created.filter((token) => token !== undefined).length, 1)
-        assert.equal(await stores[0]!.countTokens(), 1)
-        assert.equal(await stores[0]!.createFirstToken(mintToken({ accountName: 'x' }).record), undefined)
+        assert.equal(await stores[0]!.tokens.count(), 1)
+        assert.equal(await stores[0]!.tokens.createFirst(mintToken({ accountName: 'x' }).record), undefined)
       }))
   })
 }
@@ -214,10 +218,13 @@ if (POSTGRES_URL !== undefined)
         for (const migrate of [true, false]) {
           const storage = await openStorage(url.toString(), { migrate })
           try {
-            const token = await storage.createToken(mintToken({ accountName: `a${migrate}` }).record)
-            assert.equal(await storage.createPlant(token.accountId, { id: 1n, name: 'x', tag: null }), 'created')
-            assert.equal(await storage.revokeToken(token.id), true)
-            await storage.probeWrite()
+            const token = await storage.tokens.create(mintToken({ accountName: `a${migrate}` }).record)
+            assert.equal(
+              await storage.plants.create(token.accountId, { id: 1n, name: 'x', tag: null }, plantCreated),
+              'created',
+            )
+            assert.equal(await storage.tokens.revoke(token.id), true)
+            await storage.health.probeWrite()
           } finally {
             await storage.close()
           }

@@ -1,9 +1,15 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
-import type { Storage } from '../../src/storage/index.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { QuotaExceededError, type StorageLimits } from '../../src/storage/types.js'
-import { EVENT_TYPES, newSigningSecret, newSubscriptionId } from '../../src/webhooks/events.js'
+import {
+  EVENT_TYPES,
+  newSigningSecret,
+  newSubscriptionId,
+  plantCreated,
+  plantDeleted,
+} from '../../src/webhooks/events.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
 const LIMITS: StorageLimits = { plantsPerAccount: 3, subscriptionsPerAccount: 2, queuedPerSubscription: 3 }
@@ -17,7 +23,7 @@ const isQuota = (resource: string, limit: number) => (err: unknown) => {
 
 for (const backend of backends) {
   describe(`per-account quotas (${backend.name})`, () => {
-    let storage: Storage
+    let storage: InstrumentedStorage
     let dispose: () => Promise<void>
     let accounts = 0
     before(async () => {
@@ -27,10 +33,10 @@ for (const backend of backends) {
 
     const account = async () => {
       const name = `quota${++accounts}`
-      return { name, id: (await storage.createToken(mintToken({ accountName: name }).record)).accountId }
+      return { name, id: (await storage.tokens.create(mintToken({ accountName: name }).record)).accountId }
     }
     const subscribe = (accountName: string) =>
-      storage.createSubscription({
+      storage.webhooks.createSubscription({
         id: newSubscriptionId(),
         accountName,
         url: 'http://127.0.0.1:9/hook',
@@ -41,45 +47,57 @@ for (const backend of backends) {
     /** `count` plant events for the account (creates and deletes of one plant, so the plant quota is not reached). */
     const events = async (accountId: number, count: number) => {
       for (let i = 0; i < count; i++) {
-        if (i % 2 === 0) await storage.createPlant(accountId, { id: 100n, name: 'p', tag: null })
-        else await storage.deletePlant(accountId, 100n)
+        if (i % 2 === 0) await storage.plants.create(accountId, { id: 100n, name: 'p', tag: null }, plantCreated)
+        else await storage.plants.delete(accountId, 100n, plantDeleted)
       }
     }
 
     test('refuses a new plant once the account holds its quota; an identical re-create and a conflict still answer', async () => {
       const { id } = await account()
       for (let plant = 1n; plant <= 3n; plant++) {
-        assert.equal(await storage.createPlant(id, { id: plant, name: 'p', tag: null }), 'created')
+        assert.equal(await storage.plants.create(id, { id: plant, name: 'p', tag: null }, plantCreated), 'created')
       }
-      await assert.rejects(storage.createPlant(id, { id: 4n, name: 'p', tag: null }), isQuota('plants', 3))
-      assert.equal(await storage.createPlant(id, { id: 1n, name: 'p', tag: null }), 'identical')
-      assert.equal(await storage.createPlant(id, { id: 1n, name: 'other', tag: null }), 'conflict')
-      assert.equal((await storage.listPlants(id, { limit: 10 })).length, 3, 'the refused plant was not stored')
+      await assert.rejects(
+        storage.plants.create(id, { id: 4n, name: 'p', tag: null }, plantCreated),
+        isQuota('plants', 3),
+      )
+      assert.equal(await storage.plants.create(id, { id: 1n, name: 'p', tag: null }, plantCreated), 'identical')
+      assert.equal(await storage.plants.create(id, { id: 1n, name: 'other', tag: null }, plantCreated), 'conflict')
+      assert.equal((await storage.plants.list(id, { limit: 10 })).length, 3, 'the refused plant was not stored')
     })
 
     test('a delete makes room again, and one account at its quota does not limit another', async () => {
       const full = await account()
       const other = await account()
-      for (let plant = 1n; plant <= 3n; plant++) await storage.createPlant(full.id, { id: plant, name: 'p', tag: null })
-      assert.equal(await storage.createPlant(other.id, { id: 1n, name: 'p', tag: null }), 'created')
-      assert.equal(await storage.deletePlant(full.id, 2n), true)
-      assert.equal(await storage.createPlant(full.id, { id: 4n, name: 'p', tag: null }), 'created')
-      await assert.rejects(storage.createPlant(full.id, { id: 5n, name: 'p', tag: null }), isQuota('plants', 3))
+      for (let plant = 1n; plant <= 3n; plant++)
+        await storage.plants.create(full.id, { id: plant, name: 'p', tag: null }, plantCreated)
+      assert.equal(await storage.plants.create(other.id, { id: 1n, name: 'p', tag: null }, plantCreated), 'created')
+      assert.equal(await storage.plants.delete(full.id, 2n, plantDeleted), true)
+      assert.equal(await storage.plants.create(full.id, { id: 4n, name: 'p', tag: null }, plantCreated), 'created')
+      await assert.rejects(
+        storage.plants.create(full.id, { id: 5n, name: 'p', tag: null }, plantCreated),
+        isQuota('plants', 3),
+      )
     })
 
     test('holds under creates sent at once: exact on SQLite, over by at most those racing on PostgreSQL', async () => {
       const { id } = await account()
       const outcomes = await Promise.allSettled(
-        Array.from({ length: 6 }, (_, i) => storage.createPlant(id, { id: BigInt(i + 1), name: 'p', tag: null })),
+        Array.from({ length: 6 }, (_, i) =>
+          storage.plants.create(id, { id: BigInt(i + 1), name: 'p', tag: null }, plantCreated),
+        ),
       )
-      const stored = (await storage.listPlants(id, { limit: 10 })).length
+      const stored = (await storage.plants.list(id, { limit: 10 })).length
       const created = outcomes.filter((outcome) => outcome.status === 'fulfilled').length
       assert.equal(stored, created, 'every create answered created was stored, no other')
       // SQLite serialises writes, so the quota is exact; PostgreSQL creates racing at the quota each read the count
       // without the others (documented), so together they may pass it by up to their number.
       if (backend.name === 'sqlite') assert.equal(created, 3)
       else assert.ok(created >= 3 && created <= 6, `${created} created`)
-      await assert.rejects(storage.createPlant(id, { id: 9n, name: 'p', tag: null }), isQuota('plants', 3))
+      await assert.rejects(
+        storage.plants.create(id, { id: 9n, name: 'p', tag: null }, plantCreated),
+        isQuota('plants', 3),
+      )
     })
 
     test('refuses a subscription past the account quota; removing one makes room', async () => {
@@ -87,8 +105,8 @@ for (const backend of backends) {
       const first = await subscribe(name)
       await subscribe(name)
       await assert.rejects(subscribe(name), isQuota('subscriptions', 2))
-      assert.equal((await storage.listSubscriptions({ accountId: id })).length, 2)
-      assert.equal(await storage.deleteSubscription(first.id, id), true)
+      assert.equal((await storage.webhooks.listSubscriptions({ accountId: id })).length, 2)
+      assert.equal(await storage.webhooks.deleteSubscription(first.id, id), true)
       await subscribe(name)
       const other = await account()
       await subscribe(other.name)
@@ -101,50 +119,55 @@ for (const backend of backends) {
       for (const outcome of outcomes) {
         if (outcome.status === 'rejected') assert.ok(isQuota('subscriptions', 2)(outcome.reason))
       }
-      assert.equal((await storage.listSubscriptions({ accountId: id })).length, 2)
+      assert.equal((await storage.webhooks.listSubscriptions({ accountId: id })).length, 2)
     })
 
     test('disables a subscription whose queue is at its cap: the queued deliveries fail, nothing more is queued', async () => {
       const { name, id } = await account()
       const subscription = await subscribe(name)
-      for (let plant = 1n; plant <= 3n; plant++) await storage.createPlant(id, { id: plant, name: 'p', tag: null })
-      assert.equal((await storage.listSubscriptions({ accountId: id }))[0]!.queued, 3)
+      for (let plant = 1n; plant <= 3n; plant++)
+        await storage.plants.create(id, { id: plant, name: 'p', tag: null }, plantCreated)
+      assert.equal((await storage.webhooks.listSubscriptions({ accountId: id }))[0]!.queued, 3)
       // The fourth event finds the queue at its cap of 3.
-      await storage.deletePlant(id, 1n)
-      const [disabled] = await storage.listSubscriptions({ accountId: id })
+      await storage.plants.delete(id, 1n, plantDeleted)
+      const [disabled] = await storage.webhooks.listSubscriptions({ accountId: id })
       assert.equal(disabled!.state, 'disabled')
       assert.equal(disabled!.disabledReason, 'backlog')
       assert.ok(disabled!.disabledAt instanceof Date)
       assert.equal(disabled!.queued, 0)
-      assert.equal(await storage.countPendingDeliveries(), 0)
+      assert.equal(await storage.webhooks.countPendingDeliveries(), 0)
       // The disabling change only marked it; settling fails what it held, at most `limit` rows a call.
-      assert.equal((await storage.deliveryHistory(subscription.id, 10)).failed.length, 0)
-      assert.equal(await storage.settleDisabled(2), 2)
-      assert.equal(await storage.settleDisabled(2), 1)
-      assert.equal(await storage.settleDisabled(2), 0, 'nothing left to settle')
-      const history = await storage.deliveryHistory(subscription.id, 10)
+      assert.equal((await storage.webhooks.deliveryHistory(subscription.id, 10)).failed.length, 0)
+      assert.equal(await storage.webhooks.settleDisabled(2), 2)
+      assert.equal(await storage.webhooks.settleDisabled(2), 1)
+      assert.equal(await storage.webhooks.settleDisabled(2), 0, 'nothing left to settle')
+      const history = await storage.webhooks.deliveryHistory(subscription.id, 10)
       assert.equal(history.failed.length, 3)
       assert.match(history.failed[0]!.lastError!, /queue reached its cap/)
-      await storage.deletePlant(id, 2n)
-      assert.equal((await storage.listSubscriptions({ accountId: id }))[0]!.queued, 0, 'none queued while disabled')
-      assert.equal((await storage.claimDeliveries(16, 60_000, 4)).length, 0, 'and none attempted')
-      const enabled = await storage.enableSubscription(subscription.id, id)
+      await storage.plants.delete(id, 2n, plantDeleted)
+      assert.equal(
+        (await storage.webhooks.listSubscriptions({ accountId: id }))[0]!.queued,
+        0,
+        'none queued while disabled',
+      )
+      assert.equal((await storage.webhooks.claimDeliveries(16, 60_000, 4)).length, 0, 'and none attempted')
+      const enabled = await storage.webhooks.enableSubscription(subscription.id, id)
       assert.equal(enabled!.state, 'active')
-      await storage.deletePlant(id, 3n)
-      assert.equal((await storage.listSubscriptions({ accountId: id }))[0]!.queued, 1)
+      await storage.plants.delete(id, 3n, plantDeleted)
+      assert.equal((await storage.webhooks.listSubscriptions({ accountId: id }))[0]!.queued, 1)
     })
 
     test('enabling first fails what the subscription held, so nothing from before its disabling is attempted after', async () => {
       const { name, id } = await account()
       const subscription = await subscribe(name)
       await events(id, 4)
-      assert.equal((await storage.listSubscriptions({ accountId: id }))[0]!.state, 'disabled')
+      assert.equal((await storage.webhooks.listSubscriptions({ accountId: id }))[0]!.state, 'disabled')
       // Enabled before any settling ran.
-      await storage.enableSubscription(subscription.id, id)
-      assert.equal((await storage.deliveryHistory(subscription.id, 10)).failed.length, 3)
-      assert.equal(await storage.settleDisabled(10), 0)
-      await storage.createPlant(id, { id: 5n, name: 'new', tag: null })
-      const claimed = (await storage.claimDeliveries(16, 60_000, 4)).filter(
+      await storage.webhooks.enableSubscription(subscription.id, id)
+      assert.equal((await storage.webhooks.deliveryHistory(subscription.id, 10)).failed.length, 3)
+      assert.equal(await storage.webhooks.settleDisabled(10), 0)
+      await storage.plants.create(id, { id: 5n, name: 'new', tag: null }, plantCreated)
+      const claimed = (await storage.webhooks.claimDeliveries(16, 60_000, 4)).filter(
         (delivery) => delivery.subscriptionId === subscription.id,
       )
       assert.deepEqual(
@@ -157,18 +180,18 @@ for (const backend of backends) {
       const { name, id } = await account()
       const subscription = await subscribe(name)
       await events(id, 1)
-      const [claimed] = (await storage.claimDeliveries(16, 60_000, 4)).filter(
+      const [claimed] = (await storage.webhooks.claimDeliveries(16, 60_000, 4)).filter(
         (delivery) => delivery.subscriptionId === subscription.id,
       )
       // Two more events fill the queue to its cap of 3 while the attempt is out; the next disables it.
-      await storage.deletePlant(id, 100n)
+      await storage.plants.delete(id, 100n, plantDeleted)
       await events(id, 2)
-      const [disabled] = await storage.listSubscriptions({ accountId: id })
+      const [disabled] = await storage.webhooks.listSubscriptions({ accountId: id })
       assert.equal(disabled!.disabledReason, 'backlog')
       await new Promise((resolve) => setTimeout(resolve, 20))
       const report = { startedAt: new Date(), durationMs: 1, status: 500, error: 'down' }
-      await storage.finishDelivery(claimed!, { ...report, state: 'failed' })
-      const [after] = await storage.listSubscriptions({ accountId: id })
+      await storage.webhooks.finishDelivery(claimed!, { ...report, state: 'failed' })
+      const [after] = await storage.webhooks.listSubscriptions({ accountId: id })
       assert.deepEqual(
         [after!.state, after!.disabledReason, after!.disabledAt],
         ['disabled', 'backlog', disabled!.disabledAt],
@@ -180,14 +203,16 @@ for (const backend of backends) {
       const subscription = await subscribe(name)
       const fill = async () => {
         await events(id, 4)
-        while ((await storage.settleDisabled(2)) > 0);
+        while ((await storage.webhooks.settleDisabled(2)) > 0);
       }
       await fill()
-      const first = (await storage.deliveryHistory(subscription.id, 10)).failed.map((failed) => failed.eventId)
+      const first = (await storage.webhooks.deliveryHistory(subscription.id, 10)).failed.map((failed) => failed.eventId)
       assert.equal(first.length, 3)
-      await storage.enableSubscription(subscription.id, id)
+      await storage.webhooks.enableSubscription(subscription.id, id)
       await fill()
-      const second = (await storage.deliveryHistory(subscription.id, 10)).failed.map((failed) => failed.eventId)
+      const second = (await storage.webhooks.deliveryHistory(subscription.id, 10)).failed.map(
+        (failed) => failed.eventId,
+      )
       assert.equal(second.length, 3)
       assert.deepEqual(
         second.filter((eventId) => first.includes(eventId)),

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
-import type { Storage } from '../../src/storage/index.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { SETTLE_BATCH } from '../../src/storage/webhook-rules.js'
-import { EVENT_TYPES, newSigningSecret, newSubscriptionId } from '../../src/webhooks/events.js'
+import { EVENT_TYPES, newSigningSecret, newSubscriptionId, plantCreated } from '../../src/webhooks/events.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
 // The default queue cap: the size a tenant can make a disabled subscription's queue.
@@ -11,7 +11,7 @@ const CAP = 10_000
 
 for (const backend of backends) {
   describe(`failing the queue of a subscription disabled at the default cap (${backend.name})`, () => {
-    let storage: Storage
+    let storage: InstrumentedStorage
     let dispose: () => Promise<void>
     before(async () => {
       ;({ storage, dispose } = await freshStorage(backend, {
@@ -26,8 +26,8 @@ for (const backend of backends) {
       'goes in batches that each end well within the lock timeout, until every queued delivery has failed',
       { timeout: 60_000 },
       async () => {
-        const { accountId } = await storage.createToken(mintToken({ accountName: 'full' }).record)
-        const subscription = await storage.createSubscription({
+        const { accountId } = await storage.tokens.create(mintToken({ accountName: 'full' }).record)
+        const subscription = await storage.webhooks.createSubscription({
           id: newSubscriptionId(),
           accountName: 'full',
           url: 'http://127.0.0.1:9/hook',
@@ -36,22 +36,24 @@ for (const backend of backends) {
         })
         for (let from = 1; from <= CAP + 1; from += 500) {
           const ids = Array.from({ length: Math.min(500, CAP + 2 - from) }, (_, i) => BigInt(from + i))
-          await Promise.all(ids.map((id) => storage.createPlant(accountId, { id, name: 'p', tag: null })))
+          await Promise.all(
+            ids.map((id) => storage.plants.create(accountId, { id, name: 'p', tag: null }, plantCreated)),
+          )
         }
-        const [disabled] = await storage.listSubscriptions({ accountId })
+        const [disabled] = await storage.webhooks.listSubscriptions({ accountId })
         assert.equal(disabled!.disabledReason, 'backlog')
 
         const slowest = { ms: 0, batches: 0 }
         for (;;) {
           const started = performance.now()
-          const changed = await storage.settleDisabled(SETTLE_BATCH)
+          const changed = await storage.webhooks.settleDisabled(SETTLE_BATCH)
           slowest.ms = Math.max(slowest.ms, performance.now() - started)
           if (changed === 0) break
           assert.ok(changed <= 2 * SETTLE_BATCH)
           slowest.batches++
         }
         assert.equal(slowest.batches, CAP / SETTLE_BATCH)
-        assert.equal((await storage.deliveryHistory(subscription.id, CAP)).failed.length, CAP)
+        assert.equal((await storage.webhooks.deliveryHistory(subscription.id, CAP)).failed.length, CAP)
         // A bound on behaviour, not a speed claim: a batch holds the subscription's row, and whatever waits on it (an
         // attempt being recorded, an enable) fails with 503 after the 5 s lock timeout. The slowest batch took about
         // 10 ms on SQLite and 50 ms on PostgreSQL here; with the rows chosen in a subquery correlated with the locked

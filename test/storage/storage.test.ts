@@ -2,9 +2,10 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { hashSecret } from '../../src/auth/tokens.js'
 import { INT64_MAX, INT64_MIN } from '../../src/schemas/int64.js'
-import { openStorage, type Storage } from '../../src/storage/index.js'
+import { openStorage, type InstrumentedStorage } from '../../src/storage/index.js'
 import type { NewToken } from '../../src/storage/types.js'
 import { backends, freshStorage } from '../helpers/backends.js'
+import { plantCreated, plantDeleted } from '../../src/webhooks/events.js'
 
 function newToken(overrides: Partial<NewToken> = {}): NewToken {
   const id = `tok_${Math.random().toString(16).slice(2, 18)}`
@@ -21,60 +22,64 @@ function newToken(overrides: Partial<NewToken> = {}): NewToken {
 
 for (const backend of backends) {
   describe(`storage (${backend.name})`, () => {
-    let storage: Storage
+    let storage: InstrumentedStorage
     let url: string
     let dispose: () => Promise<void>
     let acme: number
     let other: number
     before(async () => {
       ;({ storage, url, dispose } = await freshStorage(backend))
-      acme = (await storage.createToken(newToken({ accountName: 'acme' }))).accountId
-      other = (await storage.createToken(newToken({ accountName: 'other' }))).accountId
+      acme = (await storage.tokens.create(newToken({ accountName: 'acme' }))).accountId
+      other = (await storage.tokens.create(newToken({ accountName: 'other' }))).accountId
     })
     after(() => dispose())
 
     test('reports created, identical and conflict for the same id', async () => {
-      assert.equal(await storage.createPlant(acme, { id: 1n, name: 'a', tag: null }), 'created')
-      assert.equal(await storage.createPlant(acme, { id: 1n, name: 'a', tag: null }), 'identical')
-      assert.equal(await storage.createPlant(acme, { id: 1n, name: 'a', tag: 't' }), 'conflict')
-      assert.equal(await storage.createPlant(acme, { id: 1n, name: 'b', tag: null }), 'conflict')
-      assert.equal(await storage.createPlant(other, { id: 1n, name: 'b', tag: null }), 'created')
+      assert.equal(await storage.plants.create(acme, { id: 1n, name: 'a', tag: null }, plantCreated), 'created')
+      assert.equal(await storage.plants.create(acme, { id: 1n, name: 'a', tag: null }, plantCreated), 'identical')
+      assert.equal(await storage.plants.create(acme, { id: 1n, name: 'a', tag: 't' }, plantCreated), 'conflict')
+      assert.equal(await storage.plants.create(acme, { id: 1n, name: 'b', tag: null }, plantCreated), 'conflict')
+      assert.equal(await storage.plants.create(other, { id: 1n, name: 'b', tag: null }, plantCreated), 'created')
     })
 
     test('settles concurrent creates of one id as some serial order would', async () => {
-      const racer = (await storage.createToken(newToken({ accountName: 'racer' }))).accountId
+      const racer = (await storage.tokens.create(newToken({ accountName: 'racer' }))).accountId
       const same = await Promise.all(
-        Array.from({ length: 10 }, () => storage.createPlant(racer, { id: 900n, name: 'same', tag: null })),
+        Array.from({ length: 10 }, () =>
+          storage.plants.create(racer, { id: 900n, name: 'same', tag: null }, plantCreated),
+        ),
       )
       assert.deepEqual(same.toSorted(), ['created', ...Array<string>(9).fill('identical')])
       const differing = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => storage.createPlant(racer, { id: 901n, name: `n${i}`, tag: null })),
+        Array.from({ length: 10 }, (_, i) =>
+          storage.plants.create(racer, { id: 901n, name: `n${i}`, tag: null }, plantCreated),
+        ),
       )
       assert.deepEqual(differing.toSorted(), [...Array<string>(9).fill('conflict'), 'created'])
       const winner = differing.indexOf('created')
-      const [stored] = await storage.listPlants(racer, { limit: 1, after: 900n })
+      const [stored] = await storage.plants.list(racer, { limit: 1, after: 900n })
       assert.deepEqual(stored, { id: 901n, name: `n${winner}`, tag: null })
     })
 
     test('stores and returns int64 extremes exactly, ordered as signed integers', async () => {
       for (const id of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, 2n ** 53n, -5n]) {
-        assert.equal(await storage.createPlant(acme, { id, name: `n${id}`, tag: null }), 'created')
+        assert.equal(await storage.plants.create(acme, { id, name: `n${id}`, tag: null }, plantCreated), 'created')
       }
-      const ids = (await storage.listPlants(acme, { limit: 100 })).map((plant) => plant.id)
+      const ids = (await storage.plants.list(acme, { limit: 100 })).map((plant) => plant.id)
       assert.deepEqual(ids, [INT64_MIN, -5n, 1n, 2n ** 53n, 2n ** 53n + 1n, INT64_MAX])
     })
 
     test('pages with after and limit, filtering by tag', async () => {
       for (let i = 100n; i < 110n; i++) {
-        await storage.createPlant(acme, { id: i, name: 'p', tag: i % 2n === 0n ? 'even' : null })
+        await storage.plants.create(acme, { id: i, name: 'p', tag: i % 2n === 0n ? 'even' : null }, plantCreated)
       }
-      const page = await storage.listPlants(acme, { limit: 3, after: 101n, tag: 'even' })
+      const page = await storage.plants.list(acme, { limit: 3, after: 101n, tag: 'even' })
       assert.deepEqual(
         page.map((plant) => plant.id),
         [102n, 104n, 106n],
       )
       assert.ok(page.every((plant) => plant.tag === 'even' && plant.name === 'p'))
-      const untagged = await storage.listPlants(acme, { limit: 2, after: 100n })
+      const untagged = await storage.plants.list(acme, { limit: 2, after: 100n })
       assert.deepEqual(
         [...untagged],
         [
@@ -85,20 +90,24 @@ for (const backend of backends) {
     })
 
     test('answers every page size and shape correctly, however many have been asked before', async () => {
-      const pager = (await storage.createToken(newToken({ accountName: 'pager' }))).accountId
+      const pager = (await storage.tokens.create(newToken({ accountName: 'pager' }))).accountId
       await Promise.all(
         Array.from({ length: 120 }, (_, i) =>
-          storage.createPlant(pager, { id: BigInt(i + 1), name: `p${i + 1}`, tag: i % 3 === 0 ? 'third' : null }),
+          storage.plants.create(
+            pager,
+            { id: BigInt(i + 1), name: `p${i + 1}`, tag: i % 3 === 0 ? 'third' : null },
+            plantCreated,
+          ),
         ),
       )
       // More distinct (shape, limit) pairs than any statement cache would keep, then the first ones again.
       for (const limit of [...Array.from({ length: 110 }, (_, i) => i + 1), 1, 2, 3]) {
-        const first = await storage.listPlants(pager, { limit })
+        const first = await storage.plants.list(pager, { limit })
         assert.deepEqual(
           first.map((plant) => plant.id),
           Array.from({ length: Math.min(limit, 120) }, (_, i) => BigInt(i + 1)),
         )
-        const tagged = await storage.listPlants(pager, { limit, after: 10n, tag: 'third' })
+        const tagged = await storage.plants.list(pager, { limit, after: 10n, tag: 'third' })
         const expected = Array.from({ length: 40 }, (_, i) => BigInt(3 * i + 1)).filter((id) => id > 10n)
         assert.deepEqual(
           tagged.map((plant) => plant.id),
@@ -108,18 +117,18 @@ for (const backend of backends) {
     })
 
     test('deletes only within the account', async () => {
-      await storage.createPlant(acme, { id: 500n, name: 'x', tag: null })
-      assert.equal(await storage.deletePlant(other, 500n), false)
-      assert.equal(await storage.deletePlant(acme, 500n), true)
-      assert.equal(await storage.deletePlant(acme, 500n), false)
+      await storage.plants.create(acme, { id: 500n, name: 'x', tag: null }, plantCreated)
+      assert.equal(await storage.plants.delete(other, 500n, plantDeleted), false)
+      assert.equal(await storage.plants.delete(acme, 500n, plantDeleted), true)
+      assert.equal(await storage.plants.delete(acme, 500n, plantDeleted), false)
     })
 
     test('finds tokens by secret hash with their account and scopes', async () => {
       const expiresAt = new Date(Date.now() + 60_000)
       const input = newToken({ accountName: 'acme', scopes: ['plants:read', 'plants:write'], label: 'ci', expiresAt })
-      const created = await storage.createToken(input)
+      const created = await storage.tokens.create(input)
       assert.equal(created.accountId, acme)
-      const found = await storage.findToken(input.secretHash)
+      const found = await storage.tokens.find(input.secretHash)
       assert.equal(found?.id, input.id)
       assert.equal(found?.accountName, 'acme')
       assert.deepEqual(found?.scopes, ['plants:read', 'plants:write'])
@@ -127,28 +136,28 @@ for (const backend of backends) {
       assert.equal(found?.expiresAt?.getTime(), expiresAt.getTime())
       assert.equal(found?.revokedAt, null)
       assert.ok(found?.secretHash.equals(input.secretHash))
-      assert.equal(await storage.findToken(hashSecret('nope')), undefined)
+      assert.equal(await storage.tokens.find(hashSecret('nope')), undefined)
     })
 
     test('revokes a token once', async () => {
       const input = newToken()
-      await storage.createToken(input)
-      assert.equal(await storage.revokeToken(input.id), true)
-      assert.equal(await storage.revokeToken(input.id), false)
-      assert.equal(await storage.revokeToken('tok_missing'), false)
-      assert.ok((await storage.findToken(input.secretHash))?.revokedAt instanceof Date)
+      await storage.tokens.create(input)
+      assert.equal(await storage.tokens.revoke(input.id), true)
+      assert.equal(await storage.tokens.revoke(input.id), false)
+      assert.equal(await storage.tokens.revoke('tok_missing'), false)
+      assert.ok((await storage.tokens.find(input.secretHash))?.revokedAt instanceof Date)
     })
 
     test('lists tokens without secret hashes, filtered by account', async () => {
-      const all = await storage.listTokens()
+      const all = await storage.tokens.list()
       assert.ok(all.length >= 4)
       assert.ok(all.every((token) => !('secretHash' in token)))
-      const others = await storage.listTokens('other')
+      const others = await storage.tokens.list('other')
       assert.deepEqual(
         others.map((token) => token.accountName),
         ['other'],
       )
-      assert.equal(await storage.countTokens(), all.length)
+      assert.equal(await storage.tokens.count(), all.length)
     })
 
     test('stores exactly one plant when many connections create the same id at once', async () => {
@@ -157,7 +166,7 @@ for (const backend of backends) {
         const stores = [storage, ...others]
         const outcomes = await Promise.all(
           Array.from({ length: 40 }, (_, i) =>
-            stores[i % stores.length]!.createPlant(acme, { id: 777n, name: 'race', tag: null }),
+            stores[i % stores.length]!.plants.create(acme, { id: 777n, name: 'race', tag: null }, plantCreated),
           ),
         )
         assert.equal(outcomes.filter((outcome) => outcome === 'created').length, 1)
@@ -168,21 +177,21 @@ for (const backend of backends) {
     })
 
     test('commits a probe write that leaves plants and tokens as they were', async () => {
-      const plants = await storage.listPlants(acme, { limit: 1000 })
-      const tokens = await storage.listTokens()
-      await storage.probeWrite()
-      await storage.probeWrite()
-      assert.deepEqual(await storage.listPlants(acme, { limit: 1000 }), plants)
-      assert.deepEqual(await storage.listTokens(), tokens)
+      const plants = await storage.plants.list(acme, { limit: 1000 })
+      const tokens = await storage.tokens.list()
+      await storage.health.probeWrite()
+      await storage.health.probeWrite()
+      assert.deepEqual(await storage.plants.list(acme, { limit: 1000 }), plants)
+      assert.deepEqual(await storage.tokens.list(), tokens)
     })
 
     test('keeps everything when reopened (migrations run once)', async () => {
       const again = await openStorage(url)
       assert.deepEqual(again.migrationsApplied, [])
       try {
-        assert.equal((await again.listPlants(acme, { limit: 1 })).length, 1)
-        assert.equal(await again.countTokens(), await storage.countTokens())
-        await again.ping()
+        assert.equal((await again.plants.list(acme, { limit: 1 })).length, 1)
+        assert.equal(await again.tokens.count(), await storage.tokens.count())
+        await again.health.ping()
       } finally {
         await again.close()
       }

@@ -1,8 +1,15 @@
 import assert from 'node:assert/strict'
 import { afterEach, beforeEach, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
-import type { Storage } from '../../src/storage/index.js'
-import { EVENT_TYPES, newSigningSecret, newSubscriptionId, type EventType } from '../../src/webhooks/events.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
+import {
+  EVENT_TYPES,
+  newSigningSecret,
+  newSubscriptionId,
+  plantCreated,
+  plantDeleted,
+  type EventType,
+} from '../../src/webhooks/events.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
 import { send } from '../../src/webhooks/send.js'
 import { backends, freshStorage } from '../helpers/backends.js'
@@ -37,7 +44,7 @@ describe('one webhook attempt', () => {
 
 for (const backend of backends) {
   describe(`webhook delivery (${backend.name})`, () => {
-    let storage: Storage
+    let storage: InstrumentedStorage
     let dispose: () => Promise<void>
     let receiver: Receiver
     let dispatcher: WebhookDispatcher | undefined
@@ -57,9 +64,9 @@ for (const backend of backends) {
     async function subscribed(events: EventType[] = [...EVENT_TYPES], url = (receiverUrl: string) => receiverUrl) {
       receiver = await startReceiver()
       const name = `hooked${++account}`
-      const token = await storage.createToken(mintToken({ accountName: name }).record)
+      const token = await storage.tokens.create(mintToken({ accountName: name }).record)
       const secret = newSigningSecret()
-      const subscription = await storage.createSubscription({
+      const subscription = await storage.webhooks.createSubscription({
         id: newSubscriptionId(),
         accountName: name,
         url: url(receiver.url),
@@ -70,14 +77,18 @@ for (const backend of backends) {
     }
 
     const run = (options: Partial<DispatcherOptions> = {}) => {
-      dispatcher = new WebhookDispatcher(storage, { ...FAST, ...options })
+      dispatcher = new WebhookDispatcher(storage.webhooks, { ...FAST, ...options })
       dispatcher.start()
     }
 
     test('delivers plant.created (the NewPlant, id exact) and plant.deleted ({id}), each signed', async () => {
       const { accountId, secret } = await subscribed()
-      await storage.createPlant(accountId, { id: 9223372036854775807n, name: 'Monstera', tag: 'tropical' })
-      await storage.deletePlant(accountId, 9223372036854775807n)
+      await storage.plants.create(
+        accountId,
+        { id: 9223372036854775807n, name: 'Monstera', tag: 'tropical' },
+        plantCreated,
+      )
+      await storage.plants.delete(accountId, 9223372036854775807n, plantDeleted)
       run()
       const [created, deleted] = await receiver.waitFor(2)
       assert.equal(created!.body, '{"id":9223372036854775807,"name":"Monstera","tag":"tropical"}')
@@ -87,29 +98,29 @@ for (const backend of backends) {
       assert.equal(deleted!.headers['plantstore-event-type'], 'plant.deleted')
       for (const request of [created!, deleted!]) assert.ok(verified(secret, request))
       assert.notEqual(created!.headers['webhook-id'], deleted!.headers['webhook-id'])
-      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
     })
 
     test('queues nothing for a create that found the plant there, a failed delete, or an unwanted type', async () => {
       const { accountId } = await subscribed(['plant.deleted'])
-      await storage.createPlant(accountId, { id: 1n, name: 'a', tag: null })
-      await storage.createPlant(accountId, { id: 1n, name: 'a', tag: null })
-      await storage.createPlant(accountId, { id: 1n, name: 'b', tag: null })
-      assert.equal(await storage.deletePlant(accountId, 2n), false)
-      assert.equal(await storage.countPendingDeliveries(), 0)
-      await storage.deletePlant(accountId, 1n)
-      assert.equal(await storage.countPendingDeliveries(), 1)
+      await storage.plants.create(accountId, { id: 1n, name: 'a', tag: null }, plantCreated)
+      await storage.plants.create(accountId, { id: 1n, name: 'a', tag: null }, plantCreated)
+      await storage.plants.create(accountId, { id: 1n, name: 'b', tag: null }, plantCreated)
+      assert.equal(await storage.plants.delete(accountId, 2n, plantDeleted), false)
+      assert.equal(await storage.webhooks.countPendingDeliveries(), 0)
+      await storage.plants.delete(accountId, 1n, plantDeleted)
+      assert.equal(await storage.webhooks.countPendingDeliveries(), 1)
     })
 
     test('retries after a 500, with the same webhook-id, until the receiver takes it', async () => {
       const { accountId, secret } = await subscribed()
       receiver.answer = (_request, index) => ({ status: index < 2 ? 500 : 200 })
-      await storage.createPlant(accountId, { id: 5n, name: 'Fern', tag: null })
+      await storage.plants.create(accountId, { id: 5n, name: 'Fern', tag: null }, plantCreated)
       run()
       const attempts = await receiver.waitFor(3)
       assert.equal(new Set(attempts.map((request) => request.headers['webhook-id'])).size, 1)
       assert.ok(verified(secret, attempts[2]!))
-      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
       await new Promise((resolve) => setTimeout(resolve, 300))
       assert.equal(receiver.received.length, 3, 'nothing sent after the 200')
     })
@@ -117,11 +128,11 @@ for (const backend of backends) {
     test('retries after a receiver that does not answer within the timeout', async () => {
       const { accountId } = await subscribed()
       receiver.answer = (_request, index) => (index === 0 ? 'hang' : { status: 204 })
-      await storage.createPlant(accountId, { id: 6n, name: 'Ivy', tag: null })
+      await storage.plants.create(accountId, { id: 6n, name: 'Ivy', tag: null }, plantCreated)
       run()
       const [first, second] = await receiver.waitFor(2)
       assert.equal(first!.headers['webhook-id'], second!.headers['webhook-id'])
-      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
     })
 
     test('does not follow a redirect: a 3xx is a failed attempt', async () => {
@@ -130,7 +141,7 @@ for (const backend of backends) {
         index === 0
           ? { status: 307, headers: { location: receiver.url.replace('/hook', '/elsewhere') } }
           : { status: 200 }
-      await storage.createPlant(accountId, { id: 7n, name: 'Palm', tag: null })
+      await storage.plants.create(accountId, { id: 7n, name: 'Palm', tag: null }, plantCreated)
       run()
       const [first, second] = await receiver.waitFor(2)
       assert.deepEqual([first!.path, second!.path], ['/hook', '/hook'])
@@ -139,7 +150,8 @@ for (const backend of backends) {
     test('keeps each subscription in order: the next event waits for the one before it', async () => {
       const { accountId } = await subscribed(['plant.created'])
       receiver.answer = (_request, index) => ({ status: index === 0 ? 500 : 200 })
-      for (let id = 1n; id <= 5n; id++) await storage.createPlant(accountId, { id, name: `p${id}`, tag: null })
+      for (let id = 1n; id <= 5n; id++)
+        await storage.plants.create(accountId, { id, name: `p${id}`, tag: null }, plantCreated)
       run()
       const received = await receiver.waitFor(6)
       const ids = received.map((request) => (JSON.parse(request.body) as { id: number }).id)
@@ -149,49 +161,54 @@ for (const backend of backends) {
     test('disables a subscription that failed for the whole give-up period: its queued deliveries fail, no more attempts', async () => {
       const { accountId, subscription } = await subscribed()
       receiver.answer = () => ({ status: 500 })
-      for (let id = 1n; id <= 3n; id++) await storage.createPlant(accountId, { id, name: 'Cactus', tag: null })
+      for (let id = 1n; id <= 3n; id++)
+        await storage.plants.create(accountId, { id, name: 'Cactus', tag: null }, plantCreated)
       run({ giveUpAfterMs: 0 })
       await receiver.waitFor(1)
-      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
       await new Promise((resolve) => setTimeout(resolve, 300))
       assert.equal(receiver.received.length, 1, 'one attempt, then given up')
-      const [listed] = await storage.listSubscriptions({ accountId })
+      const [listed] = await storage.webhooks.listSubscriptions({ accountId })
       assert.equal(listed!.state, 'disabled')
       assert.equal(listed!.disabledReason, 'failing')
-      const history = await storage.deliveryHistory(subscription.id, 10)
+      const history = await storage.webhooks.deliveryHistory(subscription.id, 10)
       assert.equal(history.failed.length, 3, 'every queued delivery failed with it')
       assert.equal(history.failed.find((failed) => failed.attempts === 1)?.lastStatus, 500)
       assert.deepEqual(
         history.attempts.map((attempt) => [attempt.outcome, attempt.status]),
         [['failed', 500]],
       )
-      await storage.createPlant(accountId, { id: 4n, name: 'Cactus', tag: null })
-      assert.equal(await storage.countPendingDeliveries(), 0, 'nothing queued while disabled')
+      await storage.plants.create(accountId, { id: 4n, name: 'Cactus', tag: null }, plantCreated)
+      assert.equal(await storage.webhooks.countPendingDeliveries(), 0, 'nothing queued while disabled')
     })
 
     test('delivers again once a disabled subscription is enabled, from the events made after that', async () => {
       const { accountId, subscription } = await subscribed(['plant.created'])
       receiver.answer = (_request, index) => ({ status: index === 0 ? 500 : 200 })
-      await storage.createPlant(accountId, { id: 1n, name: 'lost', tag: null })
+      await storage.plants.create(accountId, { id: 1n, name: 'lost', tag: null }, plantCreated)
       run({ giveUpAfterMs: 0 })
-      await eventually(async () => (await storage.listSubscriptions({ accountId }))[0]!.state === 'disabled', 5000, 20)
-      await storage.createPlant(accountId, { id: 2n, name: 'while disabled', tag: null })
+      await eventually(
+        async () => (await storage.webhooks.listSubscriptions({ accountId }))[0]!.state === 'disabled',
+        5000,
+        20,
+      )
+      await storage.plants.create(accountId, { id: 2n, name: 'while disabled', tag: null }, plantCreated)
       assert.equal(
-        await storage.enableSubscription(subscription.id, accountId + 1000),
+        await storage.webhooks.enableSubscription(subscription.id, accountId + 1000),
         undefined,
         'not by another account',
       )
-      const enabled = await storage.enableSubscription(subscription.id, accountId)
+      const enabled = await storage.webhooks.enableSubscription(subscription.id, accountId)
       assert.equal(enabled?.state, 'active')
       assert.equal(enabled?.disabledReason, null)
-      await storage.createPlant(accountId, { id: 3n, name: 'after', tag: null })
+      await storage.plants.create(accountId, { id: 3n, name: 'after', tag: null }, plantCreated)
       const [, second] = await receiver.waitFor(2)
       assert.equal(second!.body, '{"id":3,"name":"after"}')
     })
     test('never connects to a private address unless allowed, even when the subscription names one', async () => {
       // By name: localhost resolves to loopback, which the connection's own lookup refuses.
       const { accountId } = await subscribed(['plant.created'], (url) => url.replace('127.0.0.1', 'localhost'))
-      await storage.createPlant(accountId, { id: 9n, name: 'Moss', tag: null })
+      await storage.plants.create(accountId, { id: 9n, name: 'Moss', tag: null }, plantCreated)
       const outcomes: string[] = []
       run({ allowPrivate: false, onAttempt: (outcome) => outcomes.push(outcome) })
       await eventually(async () => outcomes.length >= 2, 5000, 20)
@@ -200,7 +217,7 @@ for (const backend of backends) {
         outcomes.join(),
       )
       assert.equal(receiver.received.length, 0)
-      assert.equal(await storage.countPendingDeliveries(), 1, 'still pending, to be retried')
+      assert.equal(await storage.webhooks.countPendingDeliveries(), 1, 'still pending, to be retried')
     })
 
     test('delivers to more subscriptions than it has attempts in flight, without stalling', async () => {
@@ -211,10 +228,10 @@ for (const backend of backends) {
         receivers.push(receiver)
         receiver.answer = () => ({ status: 200, delayMs: 100 })
       }
-      for (const id of accounts) await storage.createPlant(id, { id: 1n, name: 'Fern', tag: null })
+      for (const id of accounts) await storage.plants.create(id, { id: 1n, name: 'Fern', tag: null }, plantCreated)
       run({ concurrency: 1 })
       await Promise.all(receivers.map((hooked) => hooked.waitFor(1)))
-      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
+      await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
       // The last is closed by afterEach.
       await Promise.all(receivers.slice(0, -1).map((hooked) => hooked.close()))
     })
@@ -223,22 +240,26 @@ for (const backend of backends) {
       const { accountId, subscription } = await subscribed(['plant.created'])
       // Fail, then succeed slowly (past the give-up period since the failure), then fail once more, then succeed.
       receiver.answer = (_request, index) => [{ status: 500 }, { status: 200, delayMs: 600 }][index % 2]!
-      await storage.createPlant(accountId, { id: 1n, name: 'a', tag: null })
-      await storage.createPlant(accountId, { id: 2n, name: 'b', tag: null })
+      await storage.plants.create(accountId, { id: 1n, name: 'a', tag: null }, plantCreated)
+      await storage.plants.create(accountId, { id: 2n, name: 'b', tag: null }, plantCreated)
       run({ giveUpAfterMs: 400 })
       await receiver.waitFor(4)
-      await eventually(async () => (await storage.countPendingDeliveries()) === 0, 5000, 20)
-      const [listed] = await storage.listSubscriptions({ accountId })
+      await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
+      const [listed] = await storage.webhooks.listSubscriptions({ accountId })
       assert.equal(listed!.state, 'active', 'the second failure came 600 ms after the first, but after a success')
-      assert.equal((await storage.deliveryHistory(subscription.id, 10)).failed.length, 0)
+      assert.equal((await storage.webhooks.deliveryHistory(subscription.id, 10)).failed.length, 0)
     })
 
     test('stops delivering a removed subscription, undelivered events included', async () => {
       const { accountId, subscription } = await subscribed()
-      await storage.createPlant(accountId, { id: 10n, name: 'Aloe', tag: null })
-      assert.equal(await storage.deleteSubscription(subscription.id, accountId + 1000), false, 'not by another account')
-      assert.equal(await storage.deleteSubscription(subscription.id, accountId), true)
-      assert.equal(await storage.countPendingDeliveries(), 0)
+      await storage.plants.create(accountId, { id: 10n, name: 'Aloe', tag: null }, plantCreated)
+      assert.equal(
+        await storage.webhooks.deleteSubscription(subscription.id, accountId + 1000),
+        false,
+        'not by another account',
+      )
+      assert.equal(await storage.webhooks.deleteSubscription(subscription.id, accountId), true)
+      assert.equal(await storage.webhooks.countPendingDeliveries(), 0)
       run()
       await new Promise((resolve) => setTimeout(resolve, 200))
       assert.equal(receiver.received.length, 0)

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { afterEach, beforeEach, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
-import type { Storage } from '../../src/storage/index.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js'
-import { EVENT_TYPES, newSigningSecret, newSubscriptionId } from '../../src/webhooks/events.js'
+import { EVENT_TYPES, newSigningSecret, newSubscriptionId, plantCreated } from '../../src/webhooks/events.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
 
@@ -11,7 +11,7 @@ const LEASE_MS = 60_000
 
 for (const backend of backends) {
   describe(`fair webhook delivery between accounts (${backend.name})`, () => {
-    let storage: Storage
+    let storage: InstrumentedStorage
     let dispose: () => Promise<void>
     let accounts = 0
     const receivers: Receiver[] = []
@@ -30,10 +30,10 @@ for (const backend of backends) {
     /** An account with `count` subscriptions to `url`, each with one event queued. */
     async function account(count: number, url: string) {
       const name = `fair${++accounts}`
-      const { accountId } = await storage.createToken(mintToken({ accountName: name }).record)
+      const { accountId } = await storage.tokens.create(mintToken({ accountName: name }).record)
       const ids: string[] = []
       for (let i = 0; i < count; i++) {
-        const subscription = await storage.createSubscription({
+        const subscription = await storage.webhooks.createSubscription({
           id: newSubscriptionId(),
           accountName: name,
           url,
@@ -42,7 +42,7 @@ for (const backend of backends) {
         })
         ids.push(subscription.id)
       }
-      await storage.createPlant(accountId, { id: 1n, name: 'Fern', tag: null })
+      await storage.plants.create(accountId, { id: 1n, name: 'Fern', tag: null }, plantCreated)
       return { accountId, ids }
     }
 
@@ -52,8 +52,12 @@ for (const backend of backends) {
     test('leases at most perAccount subscriptions of one account, over successive claims', async () => {
       const a = await account(10, 'http://127.0.0.1:9/a')
       const b = await account(1, 'http://127.0.0.1:9/b')
-      assert.deepEqual(owners(await storage.claimDeliveries(16, LEASE_MS, 4), a, b), [4, 1])
-      assert.deepEqual(owners(await storage.claimDeliveries(16, LEASE_MS, 4), a, b), [0, 0], 'A holds its 4 leases')
+      assert.deepEqual(owners(await storage.webhooks.claimDeliveries(16, LEASE_MS, 4), a, b), [4, 1])
+      assert.deepEqual(
+        owners(await storage.webhooks.claimDeliveries(16, LEASE_MS, 4), a, b),
+        [0, 0],
+        'A holds its 4 leases',
+      )
     })
 
     test('gives each account its first slot before any account its second', async () => {
@@ -61,18 +65,19 @@ for (const backend of backends) {
       const b = await account(1, 'http://127.0.0.1:9/b')
       const c = await account(3, 'http://127.0.0.1:9/c')
       // Three slots: one each, though A's subscriptions were all ready first.
-      assert.deepEqual(owners(await storage.claimDeliveries(3, LEASE_MS, 4), a, b, c), [1, 1, 1])
+      assert.deepEqual(owners(await storage.webhooks.claimDeliveries(3, LEASE_MS, 4), a, b, c), [1, 1, 1])
       // Then the account holding fewer leases first: C and A (one each) before A's third.
-      assert.deepEqual(owners(await storage.claimDeliveries(2, LEASE_MS, 4), a, b, c), [1, 0, 1])
+      assert.deepEqual(owners(await storage.webhooks.claimDeliveries(2, LEASE_MS, 4), a, b, c), [1, 0, 1])
     })
 
     test('claims the same few whatever is queued behind them', async () => {
       const a = await account(2, 'http://127.0.0.1:9/a')
-      for (let id = 2n; id <= 400n; id++) await storage.createPlant(a.accountId, { id, name: 'p', tag: null })
-      const claimed = await storage.claimDeliveries(16, LEASE_MS, 4)
+      for (let id = 2n; id <= 400n; id++)
+        await storage.plants.create(a.accountId, { id, name: 'p', tag: null }, plantCreated)
+      const claimed = await storage.webhooks.claimDeliveries(16, LEASE_MS, 4)
       assert.equal(claimed.length, 2, 'one attempt per subscription, the oldest event of each')
       assert.ok(claimed.every((delivery) => delivery.body === '{"id":1,"name":"Fern"}'))
-      assert.equal(await storage.countPendingDeliveries(), 2 * 400)
+      assert.equal(await storage.webhooks.countPendingDeliveries(), 2 * 400)
     })
 
     test('delays another account by at most one attempt timeout while tarpits hold every slot', async () => {
@@ -83,7 +88,7 @@ for (const backend of backends) {
       // Four accounts of ten tarpitted subscriptions: with four each in flight they hold all 16 slots.
       for (let i = 0; i < 4; i++) await account(10, tarpit.url)
       const timeoutMs = 1500
-      dispatcher = new WebhookDispatcher(storage, {
+      dispatcher = new WebhookDispatcher(storage.webhooks, {
         timeoutMs,
         retryBaseMs: 60_000,
         giveUpAfterMs: 3_600_000,

@@ -1,4 +1,4 @@
-import { StorageUnavailableError } from '../../errors.js'
+import { StorageUnavailableError } from '../types.js'
 
 // postgres.js and socket error codes meaning the server cannot be reached or the connection dropped.
 const CONNECTION_CODES = new Set([

@@ -1,76 +1,48 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
-import type { EventType } from '../../webhooks/events.js'
 import {
   ATTEMPTS_KEPT,
   QuotaExceededError,
   type AttemptRecord,
   type ClaimedDelivery,
+  type DeliveryHistory,
   type DeliveryOutcome,
-  type DisabledReason,
+  type DeliveryRef,
   type FailedDelivery,
   type NewSubscription,
+  type OutboxEvent,
   type StorageLimits,
   type Subscription,
+  type SubscriptionFilter,
+  type WebhookStore,
 } from '../types.js'
-import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
+import {
+  SUBSCRIPTION_COLUMNS,
+  toClaimedDelivery,
+  toSubscription,
+  type DeliveryRow,
+  type SubscriptionRow,
+} from '../rows.js'
 import { claimWindow, GIVEN_UP, SETTLE_BATCH } from '../webhook-rules.js'
 import type { Query, Sql } from './client.js'
 import { guard } from './errors.js'
 
-interface SubscriptionRow {
-  id: string
-  account_id: bigint
-  account_name: string
-  url: string
-  event_types: string
-  created_at: Date
-  state: 'active' | 'disabled'
-  disabled_reason: DisabledReason | null
-  disabled_at: Date | null
-  queued: number
-  failing_since: Date | null
-}
-
-function toSubscription(row: SubscriptionRow): Subscription {
-  return {
-    id: row.id,
-    accountId: Number(row.account_id),
-    accountName: row.account_name,
-    url: row.url,
-    eventTypes: row.event_types.split(' ') as EventType[],
-    createdAt: row.created_at,
-    state: row.state,
-    disabledReason: row.disabled_reason,
-    disabledAt: row.disabled_at,
-    queued: row.queued,
-    failingSince: row.failing_since,
-  }
-}
-
 /**
- * The part of a plant change's statement that queues its events, for each row the change's CTE `changed` returned:
- * one delivery per active subscription of the account that wants `type`, its queue count raised. A subscription
+ * The part of a plant change's statement that queues its event, for each row the change's CTE `changed` returned:
+ * one delivery per active subscription of the account that wants its type, its queue count raised. A subscription
  * already holding `cap` queued deliveries (cap 0: no cap) is disabled instead; its queue is failed afterwards, a
- * batch at a time (settleDisabled). One statement, so the change and its events commit together; the subscriptions
+ * batch at a time (settleDisabled). One statement, so the change and its event commit together; the subscriptions
  * are locked in id order, so concurrent changes of one account cannot deadlock.
  */
-export function queueEvents(
-  sql: Query,
-  accountId: number,
-  type: EventType,
-  eventId: string,
-  body: string,
-  cap: number,
-) {
+export function queueEvent(sql: Query, accountId: number, event: OutboxEvent, cap: number) {
   return sql`subs AS (
       SELECT s.id, (${cap}::int > 0 AND s.queued >= ${cap}::int) AS at_cap FROM webhook_subscriptions s
       WHERE s.account_id = ${accountId} AND s.state = 'active'
-        AND position(${' ' + type + ' '} IN ' ' || s.event_types || ' ') > 0 AND EXISTS (SELECT 1 FROM changed)
+        AND position(${' ' + event.type + ' '} IN ' ' || s.event_types || ' ') > 0 AND EXISTS (SELECT 1 FROM changed)
       ORDER BY s.id FOR UPDATE),
     queued AS (
       INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
-      SELECT id, ${eventId}, ${type}, ${body}, now(), now() FROM subs WHERE NOT at_cap),
+      SELECT id, ${event.id}, ${event.type}, ${event.body}, now(), now() FROM subs WHERE NOT at_cap),
     requeued AS (
       UPDATE webhook_subscriptions s SET queued = CASE WHEN subs.at_cap THEN s.queued ELSE s.queued + 1 END,
         state = CASE WHEN subs.at_cap THEN 'disabled' ELSE s.state END,
@@ -122,7 +94,7 @@ async function settleBatch(
 type ClaimRow = DeliveryRow & { leased_id: string }
 
 /** Webhook subscriptions and the outbox of deliveries, on the storage's PostgreSQL pool. */
-export class PostgresWebhooks {
+export class PostgresWebhooks implements WebhookStore {
   readonly #sql: Sql
   readonly #limits: StorageLimits
 
@@ -150,15 +122,13 @@ export class PostgresWebhooks {
     return (await this.listSubscriptions({ id: subscription.id }))[0]!
   }
 
-  async listSubscriptions(filter: { accountId?: number; accountName?: string; id?: string } = {}) {
+  async listSubscriptions(filter: SubscriptionFilter & { id?: string } = {}): Promise<Subscription[]> {
     const sql = this.#sql
     const byId = filter.id === undefined ? sql`` : sql`AND s.id = ${filter.id}`
     const byAccount = filter.accountId === undefined ? sql`` : sql`AND s.account_id = ${filter.accountId}`
     const byName = filter.accountName === undefined ? sql`` : sql`AND a.name = ${filter.accountName}`
     const rows = await guard(
-      () => sql<SubscriptionRow[]>`SELECT s.id, s.account_id, a.name AS account_name, s.url, s.event_types,
-        s.created_at, s.state, s.disabled_reason, s.disabled_at,
-        CASE WHEN s.state = 'active' THEN s.queued ELSE 0 END AS queued, s.failing_since
+      () => sql<SubscriptionRow[]>`SELECT ${sql.unsafe(SUBSCRIPTION_COLUMNS)}
         FROM webhook_subscriptions s JOIN accounts a ON a.id = s.account_id
         WHERE true ${byId} ${byAccount} ${byName} ORDER BY s.created_at, s.id`,
     )
@@ -241,10 +211,7 @@ export class PostgresWebhooks {
     return rows.filter((row) => row.id !== null).map((row) => toClaimedDelivery(row, lease))
   }
 
-  async finishDelivery(
-    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
-    outcome: DeliveryOutcome,
-  ): Promise<void> {
+  async finishDelivery(delivery: DeliveryRef, outcome: DeliveryOutcome): Promise<void> {
     const sql = this.#sql
     const subscription = delivery.subscriptionId
     const id = BigInt(delivery.id)
@@ -308,10 +275,7 @@ export class PostgresWebhooks {
     return result.count
   }
 
-  async deliveryHistory(
-    subscriptionId: string,
-    limit: number,
-  ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }> {
+  async deliveryHistory(subscriptionId: string, limit: number): Promise<DeliveryHistory> {
     const sql = this.#sql
     const attempts = await guard(
       () => sql<AttemptRecord[]>`SELECT event_id AS "eventId", event_type AS "eventType", outcome,

@@ -1,4 +1,4 @@
-import { StorageUnavailableError } from '../../errors.js'
+import { StorageUnavailableError } from '../types.js'
 
 // SQLite result codes that mean "the database cannot serve now", not "this query is wrong".
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|IOERR|FULL|CANTOPEN|CORRUPT|NOTADB|PROTOCOL)/

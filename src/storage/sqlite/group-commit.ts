@@ -1,5 +1,5 @@
 import type { Database, Transaction } from 'better-sqlite3'
-import { StorageUnavailableError } from '../../errors.js'
+import { StorageUnavailableError } from '../types.js'
 import { translate } from './errors.js'
 
 interface PendingWrite {

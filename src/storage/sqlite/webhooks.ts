@@ -1,65 +1,38 @@
 import { randomUUID } from 'node:crypto'
 import type { Database, Statement } from 'better-sqlite3'
-import type { EventType } from '../../webhooks/events.js'
 import {
   ATTEMPTS_KEPT,
   QuotaExceededError,
-  type AttemptRecord,
   type ClaimedDelivery,
+  type DeliveryHistory,
   type DeliveryOutcome,
+  type DeliveryRef,
   type DisabledReason,
-  type FailedDelivery,
   type NewSubscription,
+  type OutboxEvent,
   type StorageLimits,
   type Subscription,
+  type SubscriptionFilter,
+  type WebhookStore,
 } from '../types.js'
-import { toClaimedDelivery, type DeliveryRow } from '../delivery-row.js'
+import {
+  SUBSCRIPTION_COLUMNS,
+  toClaimedDelivery,
+  toSubscription,
+  type DeliveryRow,
+  type SubscriptionRow,
+} from '../rows.js'
 import { claimWindow, GIVEN_UP, SETTLE_BATCH, wants } from '../webhook-rules.js'
 import { ensureAccount } from './accounts.js'
+import { briefly } from './database.js'
 import { guard } from './errors.js'
 import type { GroupCommit } from './group-commit.js'
-
-interface SubscriptionRow {
-  id: string
-  account_id: number
-  account_name: string
-  url: string
-  event_types: string
-  created_at: number
-  state: 'active' | 'disabled'
-  disabled_reason: DisabledReason | null
-  disabled_at: number | null
-  queued: number
-  failing_since: number | null
-}
-
-// A disabled subscription has nothing waiting to be made: what it still holds is being failed (settle).
-const SUBSCRIPTION_COLUMNS = `s.id, s.account_id, a.name AS account_name, s.url, s.event_types, s.created_at, s.state,
-  s.disabled_reason, s.disabled_at, CASE WHEN s.state = 'active' THEN s.queued ELSE 0 END AS queued, s.failing_since`
 
 /** A disabled subscription whose queue is still to be failed. */
 interface SettleTarget {
   id: string
   disabled_at: number
   disabled_reason: DisabledReason
-}
-
-const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms))
-
-function toSubscription(row: SubscriptionRow): Subscription {
-  return {
-    id: row.id,
-    accountId: row.account_id,
-    accountName: row.account_name,
-    url: row.url,
-    eventTypes: row.event_types.split(' ') as EventType[],
-    createdAt: new Date(row.created_at),
-    state: row.state,
-    disabledReason: row.disabled_reason,
-    disabledAt: dateOrNull(row.disabled_at),
-    queued: row.queued,
-    failingSince: dateOrNull(row.failing_since),
-  }
 }
 
 // The subscriptions to lease next, fairly: among those ready (active, something queued, backoff and lease over),
@@ -82,10 +55,11 @@ const CHOOSE = `WITH busy AS (
   SELECT id FROM ranked WHERE share <= :perAccount ORDER BY share, next_attempt_at LIMIT :limit`
 
 /** Webhook subscriptions and the outbox of deliveries, on the SQLite connection of the storage. */
-export class SqliteWebhooks {
+export class SqliteWebhooks implements WebhookStore {
   readonly #db: Database
   readonly #writes: GroupCommit
   readonly #limits: StorageLimits
+  readonly #busyTimeoutMs: number
   readonly #hasActive: Statement
   readonly #active: Statement
   readonly #insertDelivery: Statement
@@ -108,10 +82,11 @@ export class SqliteWebhooks {
   readonly #failSome: Statement
   readonly #unqueue: Statement
 
-  constructor(db: Database, writes: GroupCommit, limits: StorageLimits) {
+  constructor(db: Database, writes: GroupCommit, limits: StorageLimits, busyTimeoutMs: number) {
     this.#db = db
     this.#writes = writes
     this.#limits = limits
+    this.#busyTimeoutMs = busyTimeoutMs
     this.#hasActive = db
       .prepare("SELECT 1 FROM webhook_subscriptions WHERE account_id = ? AND state = 'active' LIMIT 1")
       .pluck()
@@ -203,20 +178,20 @@ export class SqliteWebhooks {
   }
 
   /**
-   * Queues `type` for every active subscription of the account that wants it; one at its cap is disabled instead.
-   * Call inside the change's transaction.
+   * Queues `event` for every active subscription of the account that wants its type; one at its cap is disabled
+   * instead. Call inside the change's transaction.
    */
-  queue(accountId: number, type: EventType, eventId: string, body: string): void {
+  queue(accountId: number, event: OutboxEvent): void {
     const now = Date.now()
     const cap = this.#limits.queuedPerSubscription
     const subscriptions = this.#active.all(accountId) as Array<{ id: string; queued: number; event_types: string }>
     for (const subscription of subscriptions) {
-      if (!wants(subscription.event_types, type)) continue
+      if (!wants(subscription.event_types, event.type)) continue
       if (cap > 0 && subscription.queued >= cap) {
         this.#disable.run('backlog', now, subscription.id)
         continue
       }
-      this.#insertDelivery.run(subscription.id, eventId, type, body, now, now)
+      this.#insertDelivery.run(subscription.id, event.id, event.type, event.body, now, now)
       this.#countQueued.run(1, subscription.id)
     }
   }
@@ -279,9 +254,7 @@ export class SqliteWebhooks {
     return (await this.listSubscriptions({ id: subscription.id }))[0]!
   }
 
-  async listSubscriptions(
-    filter: { accountId?: number; accountName?: string; id?: string } = {},
-  ): Promise<Subscription[]> {
+  async listSubscriptions(filter: SubscriptionFilter & { id?: string } = {}): Promise<Subscription[]> {
     const conditions = (
       [
         ['s.id = ?', filter.id],
@@ -324,13 +297,7 @@ export class SqliteWebhooks {
     return (await this.listSubscriptions({ id, accountId }))[0]
   }
 
-  /** Claims attempts (see Storage); `busy` runs the claim with a short wait for another process's lock. */
-  async claimDeliveries(
-    limit: number,
-    leaseMs: number,
-    perAccount: number,
-    busy: <T>(fn: () => T) => T,
-  ): Promise<ClaimedDelivery[]> {
+  async claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]> {
     const now = Date.now()
     // A read first: an idle outbox costs no write lock.
     if (guard(() => this.#anyReady.get(now)) === 0) return []
@@ -350,22 +317,17 @@ export class SqliteWebhooks {
       }
       return rows
     })
-    const rows = busy(() => guard(() => claim.immediate()))
+    // A short wait for another process's lock: a claim is not worth holding the event loop for the busy timeout.
+    const rows = briefly(this.#db, this.#busyTimeoutMs, () => guard(() => claim.immediate()))
     return rows.map((row) => toClaimedDelivery(row, lease))
   }
 
-  finishDelivery(
-    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
-    outcome: DeliveryOutcome,
-  ): Promise<void> {
+  finishDelivery(delivery: DeliveryRef, outcome: DeliveryOutcome): Promise<void> {
     const finish = this.#db.transaction(() => this.#finish(delivery, outcome))
     return this.#writes.run(() => finish())
   }
 
-  #finish(
-    delivery: Pick<ClaimedDelivery, 'id' | 'lease' | 'subscriptionId' | 'eventId' | 'eventType'>,
-    outcome: DeliveryOutcome,
-  ): void {
+  #finish(delivery: DeliveryRef, outcome: DeliveryOutcome): void {
     // Another claim holds the subscription now (this one outlived its lease): its record is the one that counts.
     if (this.#holds.get(delivery.subscriptionId, delivery.lease) === undefined) return
     const now = Date.now()
@@ -386,7 +348,7 @@ export class SqliteWebhooks {
   }
 
   #record(
-    delivery: Pick<ClaimedDelivery, 'subscriptionId' | 'eventId' | 'eventType'>,
+    delivery: Pick<DeliveryRef, 'subscriptionId' | 'eventId' | 'eventType'>,
     outcome: DeliveryOutcome,
     made: number,
   ): void {
@@ -409,10 +371,7 @@ export class SqliteWebhooks {
     return this.#writes.run(() => this.#db.prepare(sql).run(before.getTime(), limit).changes)
   }
 
-  async deliveryHistory(
-    subscriptionId: string,
-    limit: number,
-  ): Promise<{ attempts: AttemptRecord[]; failed: FailedDelivery[] }> {
+  async deliveryHistory(subscriptionId: string, limit: number): Promise<DeliveryHistory> {
     const db = this.#db
     const attempts = guard(() =>
       db
@@ -423,7 +382,7 @@ export class SqliteWebhooks {
         .all(subscriptionId),
     ) as Array<{
       event_id: string
-      event_type: EventType
+      event_type: string
       outcome: DeliveryOutcome['state']
       started_at: number
       duration_ms: number
@@ -439,7 +398,7 @@ export class SqliteWebhooks {
         .all(subscriptionId, limit),
     ) as Array<{
       event_id: string
-      event_type: EventType
+      event_type: string
       created_at: number
       failed_at: number
       attempts: number

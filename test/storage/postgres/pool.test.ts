@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import postgres from 'postgres'
 import { mintToken } from '../../../src/auth/issue-token.js'
-import { openStorage, type Storage } from '../../../src/storage/index.js'
-import { EVENT_TYPES, newSigningSecret, newSubscriptionId } from '../../../src/webhooks/events.js'
+import { openStorage, type InstrumentedStorage } from '../../../src/storage/index.js'
+import { EVENT_TYPES, newSigningSecret, newSubscriptionId, plantCreated } from '../../../src/webhooks/events.js'
 import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../../helpers/backends.js'
 
 const APP = 'plantstore-pool-test'
@@ -24,18 +24,18 @@ if (POSTGRES_URL !== undefined)
     })
 
     /** Storage on the test's schema through a pool of two connections its own application name tells apart. */
-    async function open(): Promise<Storage> {
+    async function open(): Promise<InstrumentedStorage> {
       const url = new URL(database.url)
       url.searchParams.set('application_name', APP)
       return openStorage(url.toString(), { migrate: true, poolSize: 2 })
     }
 
     /** One of every kind of write, all at once: tokens, subscriptions, plants with their events, attempts. */
-    async function burst(storage: Storage, round: number): Promise<void> {
+    async function burst(storage: InstrumentedStorage, round: number): Promise<void> {
       const account = `burst${round}`
-      const { accountId } = await storage.createToken(mintToken({ accountName: account }).record)
+      const { accountId } = await storage.tokens.create(mintToken({ accountName: account }).record)
       const subscribe = () =>
-        storage.createSubscription({
+        storage.webhooks.createSubscription({
           id: newSubscriptionId(),
           accountName: account,
           url: 'http://127.0.0.1:9/hook',
@@ -46,17 +46,21 @@ if (POSTGRES_URL !== undefined)
       // A read, then a write that used to need a transaction, and so on: each write queues behind a statement that
       // keeps a connection busy, where postgres.js sent sql.begin's BEGIN without holding the connection for it.
       const writes: Array<Promise<unknown>> = [
-        storage.listPlants(accountId, { limit: 5 }),
-        storage.deleteSubscription(removed.id, accountId),
+        storage.plants.list(accountId, { limit: 5 }),
+        storage.webhooks.deleteSubscription(removed.id, accountId),
       ]
       for (let i = 0; i < 8; i++) {
-        writes.push(storage.listPlants(accountId, { limit: 5 }))
-        writes.push(storage.createToken(mintToken({ accountName: account }).record))
-        writes.push(storage.createPlant(accountId, { id: BigInt(i), name: 'Fern', tag: null }))
+        writes.push(storage.plants.list(accountId, { limit: 5 }))
+        writes.push(storage.tokens.create(mintToken({ accountName: account }).record))
+        writes.push(storage.plants.create(accountId, { id: BigInt(i), name: 'Fern', tag: null }, plantCreated))
       }
       await Promise.all(writes)
-      const claimed = (await storage.claimDeliveries(16, 60_000, 4)).filter((d) => d.subscriptionId === kept.id)
-      await Promise.all(claimed.map((delivery) => storage.finishDelivery(delivery, { ...OUTCOME, state: 'failed' })))
+      const claimed = (await storage.webhooks.claimDeliveries(16, 60_000, 4)).filter(
+        (d) => d.subscriptionId === kept.id,
+      )
+      await Promise.all(
+        claimed.map((delivery) => storage.webhooks.finishDelivery(delivery, { ...OUTCOME, state: 'failed' })),
+      )
     }
 
     test("keeps every write of all kinds at once, and each account's count of subscriptions right", async () => {

@@ -7,7 +7,8 @@ import { after, before, describe, test } from 'node:test'
 import Database from 'better-sqlite3'
 import { StorageUnavailableError } from '../../../src/errors.js'
 import { GroupCommit } from '../../../src/storage/sqlite/group-commit.js'
-import { SqliteStorage } from '../../../src/storage/sqlite/index.js'
+import { open } from '../../../src/storage/sqlite/index.js'
+import { plantCreated } from '../../../src/webhooks/events.js'
 
 const WAL_HEADER = 32
 const FRAME = 24 + 4096
@@ -128,8 +129,8 @@ describe('SQLite group commit', () => {
 
   test('close() commits writes still queued instead of dropping them', async () => {
     const storeFile = join(dir, 'close.db')
-    const storage = new SqliteStorage(storeFile)
-    const token = await storage.createToken({
+    const storage = await open(storeFile, { migrate: true })
+    const token = await storage.tokens.create({
       id: 'tok_close',
       accountName: 'acme',
       secretHash: Buffer.alloc(32, 1),
@@ -137,11 +138,11 @@ describe('SQLite group commit', () => {
       label: null,
       expiresAt: null,
     })
-    const created = storage.createPlant(token.accountId, { id: 7n, name: 'kept', tag: null })
+    const created = storage.plants.create(token.accountId, { id: 7n, name: 'kept', tag: null }, plantCreated)
     await storage.close()
     assert.equal(await created, 'created')
-    const reopened = new SqliteStorage(storeFile)
-    assert.deepEqual(await reopened.listPlants(token.accountId, { limit: 10 }), [{ id: 7n, name: 'kept', tag: null }])
+    const reopened = await open(storeFile, { migrate: true })
+    assert.deepEqual(await reopened.plants.list(token.accountId, { limit: 10 }), [{ id: 7n, name: 'kept', tag: null }])
     await reopened.close()
   })
 })
