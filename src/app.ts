@@ -48,6 +48,11 @@ export interface AppOptions {
    * when this app is to deliver (no dispatcher runs otherwise).
    */
   webhooks?: { allowPrivate?: boolean; delivery?: DeliverySettings }
+  /**
+   * Resources the app owns: closed when it closes, in this order, after everything that uses them (the webhook
+   * dispatcher's attempts included). A caller that keeps ownership of its storage leaves it out.
+   */
+  owned?: ReadonlyArray<{ close(): Promise<void> }>
 }
 
 // Secrets must never reach a log line, whatever a serializer or a debug statement prints. `*.headers...`
@@ -63,7 +68,22 @@ function loggerOptions(logger: AppOptions['logger']) {
   return { ...rest, redact: REDACT, ...(transport && { transport }) }
 }
 
-/** Builds the Fastify app with every route and plugin. It never listens: the caller does. */
+/**
+ * Builds the Fastify app with every route and plugin. It never listens: the caller does.
+ *
+ * The order of registration is the order requests meet them, and it matters:
+ * 1. connection caps, on accept, before a byte is read;
+ * 2. onRequest: request id (every answer carries it), pipelining count (before any hook that may answer, since its
+ *    onResponse counts every answer back down), request head checks (before authentication reads Authorization),
+ *    draining (503 while shutting down);
+ * 3. the error handler and the JSON body parser, for everything after;
+ * 4. metrics, with the failed-authentication throttle shared with 5;
+ * 5. bearer authentication (onRequest), then the per-token rate limit (onRequest too, after it: it counts per
+ *    authenticated token);
+ * 6. the routes; then the webhook dispatcher, started once listening.
+ * onClose hooks run in reverse order of registration: the owned resources' hook is registered first so that it
+ * runs last.
+ */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const timeouts = options.timeouts ?? HTTP_TIMEOUT_DEFAULTS
   const app = Fastify({
@@ -93,6 +113,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       sendError(reply, 'validation', `path: ${err.message}`)
     },
   })
+  const owned = options.owned ?? []
+  app.addHook('onClose', async () => {
+    for (const resource of owned) await resource.close()
+  })
   app.setValidatorCompiler(validatorCompiler)
   const metrics = new Metrics()
   // First, while Node's own listener is the server's only 'connection' listener: the caps take it over and call it
@@ -107,9 +131,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { storage } = options
   const stopObserving = storage.observe(metrics.storageTimer)
   app.addHook('onClose', async () => void stopObserving())
-  // onRequest hooks run in this order. The request id first, so every refusal carries it; the pipelining count
-  // before any hook that may answer, since its onResponse hook counts every answer back down; the head checks before
-  // bearer authentication (registered below) reads the Authorization header.
   registerRequestId(app)
   registerPipeliningLimit(app)
   registerRequestHead(app)

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from './app.js'
 import { parseRate } from './limits/rate.js'
+import type { Redis } from 'ioredis'
 import { connectRedis } from './limits/redis.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
 import { ConfigError, trustProxy, type Config } from './config.js'
@@ -30,12 +31,27 @@ function listenError(err: unknown, config: Config): Error {
 }
 
 /** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
+/** The Redis connection as a resource the app closes: politely, else at once (a reconnecting client would stay). */
+function closing(redis: Redis): { close(): Promise<void> } {
+  return {
+    close: () =>
+      redis.quit().then(
+        () => undefined,
+        () => redis.disconnect(),
+      ),
+  }
+}
+
+/** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
 export async function serve(config: Config): Promise<void> {
   const storage = await openConfiguredStorage(config)
   const shared = config.REDIS_URL === undefined ? undefined : await connectRedis(config.REDIS_URL)
+  // From here the app owns both: whatever ends the process, app.close() closes them, after the requests.
+  const owned = shared ? [storage, closing(shared.redis)] : [storage]
   const lifecycle = { draining: false }
   const app = await buildApp({
     storage,
+    owned,
     lifecycle,
     metricsToken: config.PLANTSTORE_METRICS_TOKEN,
     trustProxy: trustProxy(config.TRUST_PROXY),
@@ -68,29 +84,22 @@ export async function serve(config: Config): Promise<void> {
           }
         : undefined,
     },
+  }).catch(async (err: unknown) => {
+    for (const resource of owned) await resource.close()
+    throw err
   })
   shared?.logTo(app.log)
   let address: string
   try {
     address = await app.listen({ port: config.PORT, host: config.HOST })
+    // Only once listening: a first start that fails must not use up the token it would have shown.
+    const generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
+    if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
   } catch (err) {
-    // First, and synchronously: a reconnecting Redis client would keep the failed process alive.
-    shared?.redis.disconnect()
-    await storage.close()
+    // Not half-started: a server that failed to listen or lacks its first token would keep the process alive.
+    await app.close()
     throw listenError(err, config)
   }
-  // Only once listening: a first start that fails must not use up the token it would have shown.
-  let generated: string | undefined
-  try {
-    generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
-  } catch (err) {
-    // Not half-started: a server without its first token would keep the process alive and serving.
-    shared?.redis.disconnect()
-    await app.close()
-    await storage.close()
-    throw err
-  }
-  if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
   let stopping = false
   const shutdown = async (signal: string): Promise<void> => {
     // A repeated signal (Ctrl-C reaches every process of the group; npm forwards it too) must not cut requests.
@@ -109,8 +118,6 @@ export async function serve(config: Config): Promise<void> {
     }, config.SHUTDOWN_GRACE_SECONDS * 1000)
     try {
       await app.close()
-      await storage.close()
-      await shared?.redis.quit().catch(() => shared.redis.disconnect())
       app.log.info('stopped')
       process.exit(0)
     } catch (err) {
