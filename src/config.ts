@@ -39,85 +39,209 @@ export interface ConnectionLimits {
  */
 export const CONNECTION_LIMIT_DEFAULTS: ConnectionLimits = { max: 10_000, perAddress: 256, writeStallMs: 30_000 }
 
-const milliseconds = (fallback: number) => Type.Integer({ minimum: 100, maximum: 3_600_000, default: fallback })
+/** What a setting is, for people: the flag that also sets it, what it means, and how a valid value looks. */
+export interface SettingDoc {
+  /** For --help and docs/configuration.md; Markdown code spans allowed. */
+  description: string
+  /** The `plantstore serve` flag that sets it too (it wins over the environment). */
+  flag?: string
+  /** What an integer counts, said after its bounds in messages: `milliseconds`. */
+  unit?: string
+  /** How a valid value looks, where the schema can only say it as a pattern. */
+  expected?: string
+  /** Its value is never printed, not even when it is refused. */
+  secret?: boolean
+}
 
-/** Every setting the service reads, with its environment variable and bounds. The README's table mirrors it. */
+const integer = (minimum: number, maximum: number, fallback: number, doc: SettingDoc) =>
+  Type.Integer({ minimum, maximum, default: fallback, ...doc })
+const milliseconds = (fallback: number, doc: SettingDoc) =>
+  integer(100, 3_600_000, fallback, { unit: 'milliseconds', ...doc })
+const seconds = (fallback: number, doc: SettingDoc) => integer(0, 3600, fallback, { unit: 'seconds', ...doc })
+const hours = (maximum: number, fallback: number, doc: SettingDoc) =>
+  integer(1, maximum, fallback, { unit: 'hours', ...doc })
+const yesNo = (fallback: boolean, doc: SettingDoc) => Type.Boolean({ default: fallback, ...doc })
+const text = (pattern: string, fallback: string, doc: SettingDoc & { expected: string }) =>
+  Type.String({ pattern, default: fallback, ...doc })
+const optionalText = (pattern: string, doc: SettingDoc & { expected: string }) =>
+  Type.Optional(Type.String({ pattern, ...doc }))
+
+const TOKEN_CHARACTERS = 'characters from A-Z a-z 0-9 - . _ ~ + /'
+
+/**
+ * Every setting the service reads: its environment variable, type, bounds and default, and its documentation. The
+ * one source of each: validation and its messages, `plantstore serve --help` and docs/configuration.md derive
+ * from it (`npm run docs`; a test fails when the file is not what this would generate).
+ */
 export const ConfigSchema = Type.Object({
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
-  HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
-  WORKERS: Type.Integer({ minimum: 1, maximum: 256, default: 1 }),
-  DATABASE_URL: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)', default: DEFAULT_DATABASE_URL }),
-  DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
-  DATABASE_MIGRATE_ON_START: Type.Boolean({ default: true }),
-  HTTP_HEADERS_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.headersMs),
-  HTTP_REQUEST_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.requestMs),
-  HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.keepAliveMs),
-  HTTP_MAX_CONNECTIONS: Type.Integer({ minimum: 1, maximum: 1_000_000, default: CONNECTION_LIMIT_DEFAULTS.max }),
-  HTTP_MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({
-    minimum: 1,
-    maximum: 1_000_000,
-    default: CONNECTION_LIMIT_DEFAULTS.perAddress,
+  PORT: integer(0, 65535, 8080, { flag: '--port', description: 'TCP port to listen on (0 picks a free one).' }),
+  HOST: text('.', '127.0.0.1', {
+    flag: '--host',
+    expected: 'a host name or address to listen on',
+    description: 'Address to listen on (`0.0.0.0` for all interfaces).',
   }),
-  HTTP_WRITE_STALL_TIMEOUT_MS: milliseconds(CONNECTION_LIMIT_DEFAULTS.writeStallMs),
-  SHUTDOWN_DRAIN_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 0 }),
-  SHUTDOWN_GRACE_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 10 }),
+  WORKERS: integer(1, 256, 1, {
+    flag: '--workers',
+    description:
+      'Server processes sharing the port on this machine (`$(nproc)` uses every core). The primary migrates (or checks the schema) once, workers never migrate; each worker has its own pool, token cache and metrics.',
+  }),
+  DATABASE_URL: text('^(sqlite:.+|postgres(ql)?://.+)', DEFAULT_DATABASE_URL, {
+    flag: '--database',
+    expected: 'a URL like sqlite:./data/plantstore.db or postgres://user:password@host:5432/database',
+    description:
+      'Storage: `sqlite:<path>` (relative to the working directory; folders are created) or `postgres://user:password@host:5432/database` (`postgresql://` too; `sslmode=require` is read by the client; other query parameters such as `search_path`, `statement_timeout`, `lock_timeout` are sent to the server as settings of each connection).',
+  }),
+  DATABASE_POOL_SIZE: integer(1, 1000, 10, {
+    description:
+      "PostgreSQL: most connections each process opens; instances × pool size must stay under the server's `max_connections`.",
+  }),
+  DATABASE_MIGRATE_ON_START: yesNo(true, {
+    description:
+      "`true`: apply pending migrations at start; `false`: refuse to start on a database that lacks one (run `plantstore migrate` first), so the service's database role needs no DDL rights.",
+  }),
+  HTTP_HEADERS_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.headersMs, {
+    description:
+      'A client must send the whole request head within this, else 408 and the connection closes; at most `HTTP_REQUEST_TIMEOUT_MS`.',
+  }),
+  HTTP_REQUEST_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.requestMs, {
+    description: 'The whole request, body included, must arrive within this, else 408.',
+  }),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.keepAliveMs, {
+    description:
+      "An idle keep-alive connection is closed after this; keep it above the load balancer's idle timeout (often 60 s) so the balancer closes first.",
+  }),
+  HTTP_MAX_CONNECTIONS: integer(1, 1_000_000, CONNECTION_LIMIT_DEFAULTS.max, {
+    unit: 'open connections per process',
+    description:
+      'Open connections one process takes (per worker with `WORKERS`); past it a new connection is answered 503 (50303) with `Retry-After: 1` and `Connection: close` before its request is read, then closed. Keep it under the open-file limit.',
+  }),
+  HTTP_MAX_CONNECTIONS_PER_ADDRESS: integer(1, 1_000_000, CONNECTION_LIMIT_DEFAULTS.perAddress, {
+    unit: 'open connections per client address',
+    description:
+      'Open connections from one client address (the TCP peer; IPv6 per /64; per worker); past it 429 (42903), as above. Peers `TRUST_PROXY` trusts (with `true` or a hop count: every peer) are capped only by `HTTP_MAX_CONNECTIONS`, so limit per client at the proxy.',
+  }),
+  HTTP_WRITE_STALL_TIMEOUT_MS: milliseconds(CONNECTION_LIMIT_DEFAULTS.writeStallMs, {
+    description:
+      'A connection with answers waiting and no write to it completed for this long (its client stopped reading) is closed with a reset; a client that keeps reading, however slowly, is not affected.',
+  }),
+  SHUTDOWN_DRAIN_SECONDS: seconds(0, {
+    description:
+      "On SIGTERM or SIGINT, how long to keep serving while `GET /readyz` answers 503, so a load balancer stops sending traffic before the listener closes; set it to the balancer's health-check interval × its failure threshold.",
+  }),
+  SHUTDOWN_GRACE_SECONDS: seconds(10, {
+    description:
+      'Then, once the listener is closed, how long requests in flight may take to finish before their connections are cut; the process exits 0 either way.',
+  }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
-    { default: 'info' },
+    {
+      default: 'info',
+      description:
+        'Logs go to stdout: JSON lines, one per request when it completes (request id, method, route, status, duration, account and token id; never the token: the `Authorization` header is redacted everywhere), human-readable (pino-pretty) when stdout is a terminal.',
+    },
   ),
-  PLANTSTORE_RATE_LIMIT: Type.String({ pattern: RATE_PATTERN, default: '600/min' }),
-  PLANTSTORE_AUTH_FAILURE_LIMIT: Type.String({ pattern: RATE_PATTERN, default: '20/min' }),
-  TRUST_PROXY: Type.String({ pattern: '^(true|false|[0-9]{1,2}|[0-9a-fA-F:.,/ ]+)$', default: 'false' }),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+' })),
-  PLANTSTORE_METRICS_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{16,512}$' })),
-  PLANTSTORE_BOOTSTRAP_TOKEN: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9\\-._~+/]{32,512}$' })),
-  PLANTSTORE_WEBHOOK_DELIVERY: Type.Boolean({ default: true }),
-  PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: Type.Boolean({ default: false }),
-  PLANTSTORE_WEBHOOK_TIMEOUT_MS: milliseconds(10_000),
-  PLANTSTORE_WEBHOOK_RETRY_BASE_MS: milliseconds(5_000),
-  PLANTSTORE_WEBHOOK_GIVE_UP_HOURS: Type.Integer({ minimum: 1, maximum: 720, default: 24 }),
-  PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 168 }),
-  PLANTSTORE_WEBHOOK_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1024, default: 16 }),
-  PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1024, default: 4 }),
-  PLANTSTORE_WEBHOOK_MAX_QUEUED: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 10_000 }),
-  PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: Type.Integer({ minimum: 1, maximum: 10_000, default: 10 }),
-  PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: Type.Integer({ minimum: 0, maximum: 999_999_999, default: 1_000_000 }),
+  PLANTSTORE_RATE_LIMIT: text(RATE_PATTERN, '600/min', {
+    expected: 'requests per token like 600/min, 10/s or 5000/h, or 0 for no limit',
+    description:
+      'Requests per token per window (`0` turns it off); the whole budget may be spent at once (the burst), then 429 until the window ends.',
+  }),
+  PLANTSTORE_AUTH_FAILURE_LIMIT: text(RATE_PATTERN, '20/min', {
+    expected: 'failed authentications per client address like 20/min, or 0 for no limit',
+    description:
+      'Failed authentications (malformed, unknown, expired or revoked token) per client address per window; over it, every request with a token from that address gets 429 until the window ends (`0`: off).',
+  }),
+  TRUST_PROXY: text('^(true|false|[0-9]{1,2}|[0-9a-fA-F:.,/ ]+)$', 'false', {
+    expected: 'false, true, a hop count, or comma-separated proxy addresses/CIDRs',
+    description:
+      "Which reverse proxies' `X-Forwarded-For` names the client: `true`, a hop count, or comma-separated addresses/CIDRs; used for the per-address limits and logs. Never `true` when clients can reach the service directly.",
+  }),
+  REDIS_URL: optionalText('^rediss?://.+', {
+    expected: 'a URL like redis://host:6379 or rediss://user:password@host:6380',
+    description: 'Share both rate limits across instances; without it each process counts alone.',
+  }),
+  PLANTSTORE_METRICS_TOKEN: optionalText('^[A-Za-z0-9\\-._~+/]{16,512}$', {
+    secret: true,
+    expected: `16 to 512 ${TOKEN_CHARACTERS}`,
+    description:
+      '`GET /metrics` needs `Authorization: Bearer <it>`; without it `/metrics` is open (keep it off the public listener then).',
+  }),
+  PLANTSTORE_BOOTSTRAP_TOKEN: optionalText('^[A-Za-z0-9\\-._~+/]{32,512}$', {
+    secret: true,
+    expected: `32 to 512 ${TOKEN_CHARACTERS}`,
+    description:
+      "On a store with no tokens, seed this value as the `default` account's token instead of generating and printing one; for containers and scripts.",
+  }),
+  PLANTSTORE_WEBHOOK_DELIVERY: yesNo(true, {
+    description: 'Whether this instance delivers webhooks (every instance may: claims never overlap).',
+  }),
+  PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: yesNo(false, {
+    description:
+      'Let subscriptions name private, loopback and link-local addresses (for tests and private networks); read by the process that checks: the server, or the CLI for `webhooks add`.',
+  }),
+  PLANTSTORE_WEBHOOK_TIMEOUT_MS: milliseconds(10_000, {
+    description: 'How long a receiver may take to answer one delivery attempt.',
+  }),
+  PLANTSTORE_WEBHOOK_RETRY_BASE_MS: milliseconds(5_000, {
+    description: "The first retry's delay; each further one doubles, with jitter, up to an hour.",
+  }),
+  PLANTSTORE_WEBHOOK_GIVE_UP_HOURS: hours(720, 24, {
+    description:
+      'A subscription whose attempts have all failed for this long is disabled, reason `failing`; one success starts the clock over.',
+  }),
+  PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS: hours(8760, 168, {
+    description: 'Failed deliveries are purged after this.',
+  }),
+  PLANTSTORE_WEBHOOK_CONCURRENCY: integer(1, 1024, 16, {
+    unit: 'attempts in flight per process',
+    description: 'Delivery attempts in flight at once per process.',
+  }),
+  PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: integer(1, 1024, 4, {
+    unit: 'attempts in flight per account',
+    description: "Delivery attempts in flight at once for one account's subscriptions, over every instance.",
+  }),
+  PLANTSTORE_WEBHOOK_MAX_QUEUED: integer(1, 10_000_000, 10_000, {
+    unit: 'deliveries queued per subscription',
+    description:
+      'Undelivered events one subscription may hold; a change that finds it full disables it, reason `backlog`.',
+  }),
+  PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: integer(1, 10_000, 10, {
+    unit: 'webhook subscriptions per account',
+    description: 'Webhook subscriptions per account; past it 409 (40902).',
+  }),
+  PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: integer(0, 999_999_999, 1_000_000, {
+    unit: 'plants per account; 0 for no limit',
+    description:
+      'Plants per account; past it 409 (40902). Exact on SQLite; on PostgreSQL creates racing at the quota may pass it by at most their number (each reads the count without the others).',
+  }),
 })
 export type Config = Static<typeof ConfigSchema>
+export type ConfigKey = keyof Config
 
-const HINTS: Record<string, string> = {
-  PORT: 'an integer from 0 to 65535',
-  HOST: 'a host name or address to listen on',
-  WORKERS: 'an integer from 1 to 256',
-  DATABASE_URL: 'a URL like sqlite:./data/plantstore.db or postgres://user:password@host:5432/database',
-  DATABASE_POOL_SIZE: 'an integer from 1 to 1000',
-  DATABASE_MIGRATE_ON_START: 'true or false',
-  HTTP_HEADERS_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds), at most HTTP_REQUEST_TIMEOUT_MS',
-  HTTP_REQUEST_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
-  HTTP_KEEP_ALIVE_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
-  HTTP_MAX_CONNECTIONS: 'an integer from 1 to 1000000 (open connections per process)',
-  HTTP_MAX_CONNECTIONS_PER_ADDRESS: 'an integer from 1 to 1000000 (open connections per client address)',
-  HTTP_WRITE_STALL_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
-  SHUTDOWN_DRAIN_SECONDS: 'an integer from 0 to 3600 (seconds)',
-  SHUTDOWN_GRACE_SECONDS: 'an integer from 0 to 3600 (seconds)',
-  LOG_LEVEL: 'one of fatal, error, warn, info, debug, trace, silent',
-  PLANTSTORE_RATE_LIMIT: 'requests per token like 600/min, 10/s or 5000/h, or 0 for no limit',
-  PLANTSTORE_AUTH_FAILURE_LIMIT: 'failed authentications per client address like 20/min, or 0 for no limit',
-  TRUST_PROXY: 'false, true, a hop count, or comma-separated proxy addresses/CIDRs',
-  REDIS_URL: 'a URL like redis://host:6379 or rediss://user:password@host:6380',
-  PLANTSTORE_METRICS_TOKEN: '16 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
-  PLANTSTORE_BOOTSTRAP_TOKEN: '32 to 512 characters from A-Z a-z 0-9 - . _ ~ + /',
-  PLANTSTORE_WEBHOOK_DELIVERY: 'true or false',
-  PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true or false',
-  PLANTSTORE_WEBHOOK_TIMEOUT_MS: 'an integer from 100 to 3600000 (milliseconds)',
-  PLANTSTORE_WEBHOOK_RETRY_BASE_MS: 'an integer from 100 to 3600000 (milliseconds)',
-  PLANTSTORE_WEBHOOK_GIVE_UP_HOURS: 'an integer from 1 to 720 (hours)',
-  PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS: 'an integer from 1 to 8760 (hours)',
-  PLANTSTORE_WEBHOOK_CONCURRENCY: 'an integer from 1 to 1024 (attempts in flight per process)',
-  PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: 'an integer from 1 to 1024 (attempts in flight per account)',
-  PLANTSTORE_WEBHOOK_MAX_QUEUED: 'an integer from 1 to 10000000 (deliveries queued per subscription)',
-  PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: 'an integer from 1 to 10000 (webhook subscriptions per account)',
-  PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: 'an integer from 0 to 999999999 (plants per account; 0 for no limit)',
+/** Each setting's schema, with its documentation. */
+export function settingOf(key: ConfigKey): TSchema & SettingDoc {
+  return ConfigSchema.properties[key] as TSchema & SettingDoc
+}
+
+/** Every setting's name, in the order the schema lists them. */
+export const CONFIG_KEYS = Object.keys(ConfigSchema.properties) as ConfigKey[]
+
+/** How a valid value of the setting looks, in words: from its type and bounds, or as the setting says. */
+export function expectedValue(key: ConfigKey): string {
+  const setting = settingOf(key)
+  if (setting.expected !== undefined) return setting.expected
+  if (setting.type === 'boolean') return 'true or false'
+  if (setting.type === 'integer') {
+    const unit = setting.unit === undefined ? '' : ` (${setting.unit})`
+    return `an integer from ${setting.minimum as number} to ${setting.maximum as number}${unit}`
+  }
+  const values = (setting.anyOf as Array<{ const: string }> | undefined)?.map((option) => option.const)
+  return values === undefined ? 'a valid value' : `one of ${values.join(', ')}`
+}
+
+/** The default of a setting as text, or undefined when it has none. */
+export function defaultText(key: ConfigKey): string | undefined {
+  const fallback = settingOf(key).default as unknown
+  return fallback === undefined ? undefined : String(fallback)
 }
 
 /** The per-account quotas the storage enforces, from the configuration. */
@@ -129,7 +253,37 @@ export function storageLimits(config: Config): StorageLimits {
   }
 }
 
-const SECRET_KEYS = new Set(['PLANTSTORE_BOOTSTRAP_TOKEN', 'PLANTSTORE_METRICS_TOKEN'])
+const HOUR_MS = 3_600_000
+
+/** How webhooks are delivered, in the dispatcher's units. */
+export function deliverySettings(config: Config) {
+  return {
+    timeoutMs: config.PLANTSTORE_WEBHOOK_TIMEOUT_MS,
+    retryBaseMs: config.PLANTSTORE_WEBHOOK_RETRY_BASE_MS,
+    giveUpAfterMs: config.PLANTSTORE_WEBHOOK_GIVE_UP_HOURS * HOUR_MS,
+    failedRetentionMs: config.PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS * HOUR_MS,
+    concurrency: config.PLANTSTORE_WEBHOOK_CONCURRENCY,
+    perAccount: config.PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY,
+  }
+}
+
+/** The HTTP timeouts, from the configuration. */
+export function httpTimeouts(config: Config): HttpTimeouts {
+  return {
+    headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
+    requestMs: config.HTTP_REQUEST_TIMEOUT_MS,
+    keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+  }
+}
+
+/** The caps on open connections, from the configuration. */
+export function connectionLimits(config: Config): ConnectionLimits {
+  return {
+    max: config.HTTP_MAX_CONNECTIONS,
+    perAddress: config.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
+    writeStallMs: config.HTTP_WRITE_STALL_TIMEOUT_MS,
+  }
+}
 
 /** Turns the text of an integer or boolean setting into its value; anything else is left for validation to name. */
 function fromText(schema: TSchema, value: unknown): unknown {
@@ -157,7 +311,9 @@ function proxyEntryValid(entry: string): boolean {
 function checked(config: Config): Config {
   const trust = trustProxy(config.TRUST_PROXY)
   if (typeof trust === 'string' && !trust.split(',').every(proxyEntryValid)) {
-    throw new ConfigError(`TRUST_PROXY: invalid value ${JSON.stringify(trust)}; expected ${HINTS.TRUST_PROXY}`)
+    throw new ConfigError(
+      `TRUST_PROXY: invalid value ${JSON.stringify(trust)}; expected ${expectedValue('TRUST_PROXY')}`,
+    )
   }
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
@@ -185,7 +341,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Partial<Record<key
   const config = Value.Default(ConfigSchema, raw)
   const error = Value.Errors(ConfigSchema, config).First()
   if (error === undefined) return checked(config as Config)
-  const key = error.path.split('/')[1] ?? 'configuration'
-  const shown = SECRET_KEYS.has(key) ? '(hidden)' : JSON.stringify(redactUrl(String(raw[key])))
-  throw new ConfigError(`${key}: invalid value ${shown}; expected ${HINTS[key] ?? error.message}`)
+  const key = error.path.split('/')[1] as ConfigKey
+  const shown = settingOf(key).secret === true ? '(hidden)' : JSON.stringify(redactUrl(String(raw[key])))
+  throw new ConfigError(`${key}: invalid value ${shown}; expected ${expectedValue(key)}`)
 }

@@ -4,10 +4,8 @@ import { parseRate } from './limits/rate.js'
 import type { Redis } from 'ioredis'
 import { connectRedis } from './limits/redis.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
-import { ConfigError, trustProxy, type Config } from './config.js'
+import { ConfigError, connectionLimits, deliverySettings, httpTimeouts, trustProxy, type Config } from './config.js'
 import { openConfiguredStorage } from './configured-storage.js'
-
-const HOUR_MS = 3_600_000
 
 function bootstrapBanner(secret: string, url: string): string {
   return [
@@ -61,28 +59,11 @@ export async function serve(config: Config): Promise<void> {
       ...(shared && { redis: shared.redis }),
     },
     logger: { level: config.LOG_LEVEL, pretty: process.stdout.isTTY === true },
-    timeouts: {
-      headersMs: config.HTTP_HEADERS_TIMEOUT_MS,
-      requestMs: config.HTTP_REQUEST_TIMEOUT_MS,
-      keepAliveMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
-    },
-    connections: {
-      max: config.HTTP_MAX_CONNECTIONS,
-      perAddress: config.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
-      writeStallMs: config.HTTP_WRITE_STALL_TIMEOUT_MS,
-    },
+    timeouts: httpTimeouts(config),
+    connections: connectionLimits(config),
     webhooks: {
       allowPrivate: config.PLANTSTORE_WEBHOOK_ALLOW_PRIVATE,
-      delivery: config.PLANTSTORE_WEBHOOK_DELIVERY
-        ? {
-            timeoutMs: config.PLANTSTORE_WEBHOOK_TIMEOUT_MS,
-            retryBaseMs: config.PLANTSTORE_WEBHOOK_RETRY_BASE_MS,
-            giveUpAfterMs: config.PLANTSTORE_WEBHOOK_GIVE_UP_HOURS * HOUR_MS,
-            failedRetentionMs: config.PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS * HOUR_MS,
-            concurrency: config.PLANTSTORE_WEBHOOK_CONCURRENCY,
-            perAccount: config.PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY,
-          }
-        : undefined,
+      delivery: config.PLANTSTORE_WEBHOOK_DELIVERY ? deliverySettings(config) : undefined,
     },
   }).catch(async (err: unknown) => {
     for (const resource of owned) await resource.close()

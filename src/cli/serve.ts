@@ -1,27 +1,25 @@
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
-import { loadConfig } from '../config.js'
+import { CONFIG_KEYS, loadConfig, settingOf, type ConfigKey } from '../config.js'
 import { serve } from '../server.js'
 import { runPrimary } from './workers.js'
 
+// The settings with a flag, by flag name without its dashes (`port`: PORT), from the configuration schema.
+const FLAGS = new Map<string, ConfigKey>(
+  CONFIG_KEYS.flatMap((key) => {
+    const flag = settingOf(key).flag
+    return flag === undefined ? [] : [[flag.replace(/^--/, ''), key]]
+  }),
+)
+
 /** `plantstore serve`. */
 export async function serveCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      port: { type: 'string' },
-      host: { type: 'string' },
-      database: { type: 'string' },
-      workers: { type: 'string' },
-    },
-    strict: true,
-  })
-  const config = loadConfig(process.env, {
-    PORT: values.port,
-    HOST: values.host,
-    DATABASE_URL: values.database,
-    WORKERS: values.workers,
-  })
+  const options = Object.fromEntries([...FLAGS.keys()].map((flag) => [flag, { type: 'string' as const }]))
+  const { values } = parseArgs({ args, options, strict: true })
+  const overrides = Object.fromEntries(
+    [...FLAGS].map(([flag, key]) => [key, values[flag] as string | undefined]),
+  ) as Partial<Record<ConfigKey, string>>
+  const config = loadConfig(process.env, overrides)
   if (config.WORKERS > 1 && cluster.isPrimary) await runPrimary(config)
   else await serve(config)
 }

@@ -16,12 +16,12 @@ export interface DispatcherOptions {
   failedRetentionMs: number
   /** Whether receivers may be private, loopback or link-local addresses. */
   allowPrivate: boolean
+  /** Attempts in flight at once, per process. */
+  concurrency: number
+  /** Attempts in flight at once for one account's subscriptions, over every instance. */
+  perAccount: number
   /** How often the outbox is read when it had nothing due. */
   pollMs?: number
-  /** Attempts in flight at once, per process. */
-  concurrency?: number
-  /** Attempts in flight at once for one account's subscriptions, over every instance. */
-  perAccount?: number
   /** How often failed deliveries past their retention are purged. */
   purgeEveryMs?: number
   /** Told of every attempt: its outcome, how long it took, and how old its event was by its end. */
@@ -81,7 +81,7 @@ export class WebhookDispatcher {
 
   constructor(outbox: WebhookStore, options: DispatcherOptions) {
     this.#outbox = outbox
-    this.#options = { pollMs: 250, concurrency: 16, perAccount: 4, purgeEveryMs: 60_000, ...options }
+    this.#options = { pollMs: 250, purgeEveryMs: 60_000, ...options }
   }
 
   /** Starts delivering in the background. */

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import { openStorage, type InstrumentedStorage } from '../../src/storage/index.js'
 import type { Subscription } from '../../src/storage/types.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
+import { deliverySettings, loadConfig } from '../../src/config.js'
 import { newSigningSecret, newSubscriptionId, plantCreated } from '../../src/webhooks/events.js'
 import { backends, type TestDatabase } from '../helpers/backends.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
@@ -153,6 +154,7 @@ for (const backend of backends) {
     let firstEventId: string
 
     const FAST: DispatcherOptions = {
+      ...deliverySettings(loadConfig({})),
       timeoutMs: 2000,
       retryBaseMs: 50,
       giveUpAfterMs: 0,

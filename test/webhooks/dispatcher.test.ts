@@ -11,6 +11,7 @@ import {
   type EventType,
 } from '../../src/webhooks/events.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
+import { deliverySettings, loadConfig } from '../../src/config.js'
 import { send } from '../../src/webhooks/send.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 import { startReceiver, verified, type Receiver } from '../helpers/receiver.js'
@@ -18,6 +19,7 @@ import { eventually } from '../helpers/server-process.js'
 
 // A timeout generous enough for a loaded machine: a late answer would count as a failure and be retried.
 const FAST: DispatcherOptions = {
+  ...deliverySettings(loadConfig({})),
   timeoutMs: 1000,
   retryBaseMs: 50,
   giveUpAfterMs: 60_000,

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js'
+import { deliverySettings, loadConfig } from '../../src/config.js'
 import { EVENT_TYPES, newSigningSecret, newSubscriptionId, plantCreated } from '../../src/webhooks/events.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
@@ -88,7 +89,9 @@ for (const backend of backends) {
       // Four accounts of ten tarpitted subscriptions: with four each in flight they hold all 16 slots.
       for (let i = 0; i < 4; i++) await account(10, tarpit.url)
       const timeoutMs = 1500
+      // The default settings (16 in flight, 4 per account) but for the timeout, retry and give-up.
       dispatcher = new WebhookDispatcher(storage.webhooks, {
+        ...deliverySettings(loadConfig({})),
         timeoutMs,
         retryBaseMs: 60_000,
         giveUpAfterMs: 3_600_000,

@@ -1,0 +1,42 @@
+/**
+ * `npm run docs`: writes docs/configuration.md from the configuration schema (src/config.ts), where each setting is
+ * defined once. test/scripts/docs.test.ts fails when the file differs from what this makes.
+ */
+import { writeFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { format, resolveConfig } from 'prettier'
+import { CONFIG_KEYS, defaultText, expectedValue, settingOf } from '../src/config.js'
+
+export const CONFIGURATION_DOC = fileURLToPath(new URL('../docs/configuration.md', import.meta.url))
+
+const cell = (text: string) => text.replaceAll('|', '\\|')
+
+/** docs/configuration.md as it should be, formatted as the repository formats Markdown. */
+export async function configurationDoc(): Promise<string> {
+  const rows = CONFIG_KEYS.map((key) => {
+    const setting = settingOf(key)
+    const fallback = defaultText(key)
+    const flag = setting.flag === undefined ? '' : `\`${setting.flag}\``
+    return `| \`${key}\` | ${flag} | ${fallback === undefined ? '(none)' : `\`${fallback}\``} | ${cell(expectedValue(key))} | ${cell(setting.description)} |`
+  })
+  const markdown = [
+    '# Configuration',
+    '',
+    'Generated from `src/config.ts` by `npm run docs`: edit the schema there, not this file (a test fails when they',
+    'differ). `plantstore serve --help` prints the same list.',
+    '',
+    'Each setting is read once at start: its flag (for `plantstore serve`) over its environment variable over its',
+    'default, validated against one schema; an invalid value stops the start with one line naming the variable.',
+    '',
+    '| variable | flag | default | accepted | meaning |',
+    '| --- | --- | --- | --- | --- |',
+    ...rows,
+    '',
+  ].join('\n')
+  return format(markdown, { ...(await resolveConfig(CONFIGURATION_DOC)), parser: 'markdown' })
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  writeFileSync(CONFIGURATION_DOC, await configurationDoc())
+  process.stdout.write(`wrote ${CONFIGURATION_DOC}\n`)
+}
