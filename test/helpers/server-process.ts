@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { CONFIG_KEYS } from '../../src/config.js'
 
 /** The repository root: the cwd of every child, so `--import tsx` resolves. */
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -14,41 +15,7 @@ export const WAIT_MS = 15_000
 const MAIN = join(REPO_ROOT, 'src', 'cli', 'main.ts')
 
 // Settings the service reads from the environment: children start without the developer's own values.
-const SERVICE_KEYS = [
-  'PORT',
-  'HOST',
-  'DATABASE_URL',
-  'DATABASE_POOL_SIZE',
-  'DATABASE_MIGRATE_ON_START',
-  'HTTP_HEADERS_TIMEOUT_MS',
-  'HTTP_REQUEST_TIMEOUT_MS',
-  'HTTP_KEEP_ALIVE_TIMEOUT_MS',
-  'HTTP_MAX_CONNECTIONS',
-  'HTTP_MAX_CONNECTIONS_PER_ADDRESS',
-  'HTTP_WRITE_STALL_TIMEOUT_MS',
-  'SHUTDOWN_DRAIN_SECONDS',
-  'SHUTDOWN_GRACE_SECONDS',
-  'LOG_LEVEL',
-  'PLANTSTORE_BOOTSTRAP_TOKEN',
-  'PLANTSTORE_METRICS_TOKEN',
-  'PLANTSTORE_RATE_LIMIT',
-  'PLANTSTORE_AUTH_FAILURE_LIMIT',
-  'REDIS_URL',
-  'TRUST_PROXY',
-  'WORKERS',
-  'PLANTSTORE_WEBHOOK_DELIVERY',
-  'PLANTSTORE_WEBHOOK_ALLOW_PRIVATE',
-  'PLANTSTORE_WEBHOOK_TIMEOUT_MS',
-  'PLANTSTORE_WEBHOOK_RETRY_BASE_MS',
-  'PLANTSTORE_WEBHOOK_GIVE_UP_HOURS',
-  'PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS',
-  'PLANTSTORE_WEBHOOK_CONCURRENCY',
-  'PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY',
-  'PLANTSTORE_WEBHOOK_MAX_QUEUED',
-  'PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT',
-  'PLANTSTORE_MAX_PLANTS_PER_ACCOUNT',
-  'NODE_TEST_CONTEXT',
-]
+const SERVICE_KEYS: readonly string[] = [...CONFIG_KEYS, 'NODE_TEST_CONTEXT']
 
 const children = new Set<ChildProcess>()
 const directories = new Set<string>()
