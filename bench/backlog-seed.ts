@@ -9,7 +9,7 @@
 import Database from 'better-sqlite3'
 import postgres from 'postgres'
 import { openStorage } from '../src/storage/index.js'
-import { createdBody, newEventId } from '../src/webhooks/events.js'
+import { plantCreated } from '../src/webhooks/events.js'
 import { subscribe } from '../src/webhooks/subscribe.js'
 import { checkPlantCounts, insertPlants } from './bulk-seed.js'
 import { seedPlant } from './plants.js'
@@ -33,7 +33,8 @@ const TOTALS_SQL = `SELECT (SELECT coalesce(sum(queued), 0) FROM webhook_subscri
 /** The plant.created event of plant `id`, as the service writes it. */
 function eventOf(id: number): { eventId: string; body: string } {
   const plant = seedPlant(id)
-  return { eventId: newEventId(), body: createdBody({ id: BigInt(id), name: plant.name, tag: plant.tag ?? null }) }
+  const event = plantCreated({ id: BigInt(id), name: plant.name, tag: plant.tag ?? null })
+  return { eventId: event.id, body: event.body }
 }
 
 /**

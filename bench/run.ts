@@ -13,6 +13,7 @@ import { IdBlocks, IdPool } from './id-pool.js'
 import { detectPinning, machineSummary, pinSelf, requireWrk, wrkVersion, type Pinning } from './machine.js'
 import { HELP, parseOptions, type BenchOptions } from './options.js'
 import { CATALOGUE, listBody, pageBody } from './plants.js'
+import { defaultText } from '../src/config.js'
 import { redactUrl } from '../src/redact.js'
 import { encodeCursor } from '../src/routes/cursor.js'
 import { createBenchSchema, postgresVersion } from './postgres.js'
@@ -267,7 +268,7 @@ function serviceLine(): string {
   const dirty = git(['status', '--porcelain', '--', 'src']) === '' ? '' : ' with uncommitted changes in src/'
   return (
     `commit ${git(['rev-parse', '--short', 'HEAD'])}${dirty}, built to dist/ and run with node; ` +
-    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT=0; DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || '10 (default)'}`
+    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT=0; DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
   )
 }
 

@@ -69,6 +69,17 @@ function loggerOptions(logger: AppOptions['logger']) {
 }
 
 /**
+ * Closes every resource in order, each even if one before it failed (a Redis client left open would keep the
+ * process alive); rejects with the failures, if any.
+ */
+export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void> }>): Promise<void> {
+  const failures: unknown[] = []
+  for (const resource of resources) await resource.close().catch((err: unknown) => failures.push(err))
+  if (failures.length === 1) throw failures[0]
+  if (failures.length > 1) throw new AggregateError(failures, 'closing the resources the app owns failed')
+}
+
+/**
  * Builds the Fastify app with every route and plugin. It never listens: the caller does.
  *
  * The order of registration is the order requests meet them, and it matters:
@@ -77,7 +88,8 @@ function loggerOptions(logger: AppOptions['logger']) {
  *    onResponse counts every answer back down), request head checks (before authentication reads Authorization),
  *    draining (503 while shutting down);
  * 3. the error handler and the JSON body parser, for everything after;
- * 4. metrics, with the failed-authentication throttle shared with 5;
+ * 4. the OpenAPI document and /docs; metrics, with the failed-authentication throttle (per client address) shared
+ *    with 5;
  * 5. bearer authentication (onRequest), then the per-token rate limit (onRequest too, after it: it counts per
  *    authenticated token);
  * 6. the routes; then the webhook dispatcher, started once listening.
@@ -114,9 +126,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   })
   const owned = options.owned ?? []
-  app.addHook('onClose', async () => {
-    for (const resource of owned) await resource.close()
-  })
+  app.addHook('onClose', () => closeAll(owned))
   app.setValidatorCompiler(validatorCompiler)
   const metrics = new Metrics()
   // First, while Node's own listener is the server's only 'connection' listener: the caps take it over and call it

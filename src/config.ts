@@ -47,6 +47,8 @@ export interface SettingDoc {
   flag?: string
   /** What an integer counts, said after its bounds in messages: `milliseconds`. */
   unit?: string
+  /** A rule against another setting, said after the bounds: `at most HTTP_REQUEST_TIMEOUT_MS`. */
+  also?: string
   /** How a valid value looks, where the schema can only say it as a pattern. */
   expected?: string
   /** Its value is never printed, not even when it is refused. */
@@ -75,7 +77,9 @@ const TOKEN_CHARACTERS = 'characters from A-Z a-z 0-9 - . _ ~ + /'
  */
 export const ConfigSchema = Type.Object({
   PORT: integer(0, 65535, 8080, { flag: '--port', description: 'TCP port to listen on (0 picks a free one).' }),
-  HOST: text('.', '127.0.0.1', {
+  HOST: Type.String({
+    minLength: 1,
+    default: '127.0.0.1',
     flag: '--host',
     expected: 'a host name or address to listen on',
     description: 'Address to listen on (`0.0.0.0` for all interfaces).',
@@ -100,8 +104,8 @@ export const ConfigSchema = Type.Object({
       "`true`: apply pending migrations at start; `false`: refuse to start on a database that lacks one (run `plantstore migrate` first), so the service's database role needs no DDL rights.",
   }),
   HTTP_HEADERS_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.headersMs, {
-    description:
-      'A client must send the whole request head within this, else 408 and the connection closes; at most `HTTP_REQUEST_TIMEOUT_MS`.',
+    also: 'at most HTTP_REQUEST_TIMEOUT_MS',
+    description: 'A client must send the whole request head within this, else 408 and the connection closes.',
   }),
   HTTP_REQUEST_TIMEOUT_MS: milliseconds(HTTP_TIMEOUT_DEFAULTS.requestMs, {
     description: 'The whole request, body included, must arrive within this, else 408.',
@@ -232,7 +236,8 @@ export function expectedValue(key: ConfigKey): string {
   if (setting.type === 'boolean') return 'true or false'
   if (setting.type === 'integer') {
     const unit = setting.unit === undefined ? '' : ` (${setting.unit})`
-    return `an integer from ${setting.minimum as number} to ${setting.maximum as number}${unit}`
+    const also = setting.also === undefined ? '' : `, ${setting.also}`
+    return `an integer from ${setting.minimum as number} to ${setting.maximum as number}${unit}${also}`
   }
   const values = (setting.anyOf as Array<{ const: string }> | undefined)?.map((option) => option.const)
   return values === undefined ? 'a valid value' : `one of ${values.join(', ')}`
@@ -341,7 +346,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, overrides: Partial<Record<key
   const config = Value.Default(ConfigSchema, raw)
   const error = Value.Errors(ConfigSchema, config).First()
   if (error === undefined) return checked(config as Config)
-  const key = error.path.split('/')[1] as ConfigKey
+  const key = error.path.split('/')[1] as ConfigKey | undefined
+  if (key === undefined) throw new ConfigError(`configuration: ${error.message}`)
   const shown = settingOf(key).secret === true ? '(hidden)' : JSON.stringify(redactUrl(String(raw[key])))
   throw new ConfigError(`${key}: invalid value ${shown}; expected ${expectedValue(key)}`)
 }

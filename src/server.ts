@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildApp } from './app.js'
+import { buildApp, closeAll } from './app.js'
 import { parseRate } from './limits/rate.js'
 import type { Redis } from 'ioredis'
 import { connectRedis } from './limits/redis.js'
@@ -28,7 +28,6 @@ function listenError(err: unknown, config: Config): Error {
   return err instanceof Error ? err : new Error(String(err))
 }
 
-/** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
 /** The Redis connection as a resource the app closes: politely, else at once (a reconnecting client would stay). */
 function closing(redis: Redis): { close(): Promise<void> } {
   return {
@@ -66,20 +65,26 @@ export async function serve(config: Config): Promise<void> {
       delivery: config.PLANTSTORE_WEBHOOK_DELIVERY ? deliverySettings(config) : undefined,
     },
   }).catch(async (err: unknown) => {
-    for (const resource of owned) await resource.close()
+    await closeAll(owned).catch(() => {})
     throw err
   })
   shared?.logTo(app.log)
   let address: string
   try {
     address = await app.listen({ port: config.PORT, host: config.HOST })
+  } catch (err) {
+    // Not half-started: whatever closing meets, the listen error is the one to report.
+    await app.close().catch((closeErr: unknown) => app.log.error({ err: closeErr }, 'closing after a failed start'))
+    throw listenError(err, config)
+  }
+  try {
     // Only once listening: a first start that fails must not use up the token it would have shown.
     const generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
     if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
   } catch (err) {
-    // Not half-started: a server that failed to listen or lacks its first token would keep the process alive.
-    await app.close()
-    throw listenError(err, config)
+    // A server without its first token would keep the process alive and serving.
+    await app.close().catch((closeErr: unknown) => app.log.error({ err: closeErr }, 'closing after a failed start'))
+    throw err
   }
   let stopping = false
   const shutdown = async (signal: string): Promise<void> => {

@@ -15,3 +15,14 @@ test('closes the resources it owns when it closes, in their order, after every o
   assert.deepEqual(closed, ['a plugin of the app', 'storage', 'redis'])
   await dispose()
 })
+
+test('closes every resource it owns even when one fails to close, and reports the failure', async () => {
+  const { storage, dispose } = await freshStorage(backends[0]!)
+  const closed: string[] = []
+  const failing = { close: async () => Promise.reject(new Error('disk gone')) }
+  const app = await buildApp({ storage, owned: [failing, { close: async () => void closed.push('redis') }] })
+  await app.ready()
+  await assert.rejects(app.close(), /disk gone/)
+  assert.deepEqual(closed, ['redis'], 'a Redis client left open would keep the process alive')
+  await dispose()
+})

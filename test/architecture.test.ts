@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { describe, test } from 'node:test'
+import ts from 'typescript'
 import { REPO_ROOT } from './helpers/server-process.js'
 
 const SRC = join(REPO_ROOT, 'src')
@@ -21,21 +22,29 @@ function sources(dir: string): string[] {
   )
 }
 
-const STATIC = /^\s*(import|export)\s+(type\s+)?(?:[^'"]*?\s+from\s+)?['"]([^'"]+)['"]/gm
-const DYNAMIC = /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g
-
-/** Every import of a source file, relative ones resolved to paths under src/. */
+/** Every import of a source file, read by the TypeScript parser; relative ones resolved to paths under src/. */
 function importsOf(file: string): Import[] {
-  const text = readFileSync(file, 'utf8')
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest)
   const target = (specifier: string) => {
     if (!specifier.startsWith('.')) return specifier.startsWith('node:') ? specifier : packageOf(specifier)
     return relative(SRC, resolve(dirname(file), specifier)).replace(/\.js$/, '.ts')
   }
   const found: Import[] = []
-  for (const match of text.matchAll(STATIC)) {
-    found.push({ target: target(match[3]!), typeOnly: match[2] !== undefined, dynamic: false })
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      const typeOnly = node.importClause?.isTypeOnly === true
+      found.push({ target: target(node.moduleSpecifier.text), typeOnly, dynamic: false })
+    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+      found.push({ target: target(node.moduleSpecifier.text), typeOnly: node.isTypeOnly, dynamic: false })
+    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
+      const [specifier] = node.arguments
+      // An import of a computed name would escape every rule here: none is allowed.
+      assert.ok(specifier && ts.isStringLiteralLike(specifier), `${relative(SRC, file)}: import() of a computed name`)
+      found.push({ target: target(specifier.text), typeOnly: false, dynamic: true })
+    }
+    ts.forEachChild(node, visit)
   }
-  for (const match of text.matchAll(DYNAMIC)) found.push({ target: target(match[1]!), typeOnly: false, dynamic: true })
+  visit(source)
   return found
 }
 
@@ -111,6 +120,13 @@ describe('the import graph of src/', () => {
     assert.deepEqual(http, [])
     const serve = graph.get('cli/main.ts')!.filter(({ target }) => target === 'cli/serve.ts')
     assert.deepEqual(serve, [{ target: 'cli/serve.ts', typeOnly: false, dynamic: true }])
+    // Nor does any other command reach them, not even by an import() of its own.
+    const reaching = [...graph]
+      .filter(([module]) => module.startsWith('cli/') && module !== 'cli/serve.ts')
+      .flatMap(([module, imports]) =>
+        imports.filter(({ target }) => /^(server|app)\.ts$/.test(target)).map(({ target }) => `${module} → ${target}`),
+      )
+    assert.deepEqual(reaching, [])
     assert.ok(loadedBy('cli/serve.ts').has('app.ts'), 'the graph follows imports: serve does load the app')
   })
 })

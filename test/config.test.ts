@@ -89,7 +89,11 @@ describe('configuration', () => {
       /^SHUTDOWN_GRACE_SECONDS: /,
     ],
     ['a drain period over an hour', { SHUTDOWN_DRAIN_SECONDS: '3601' }, /^SHUTDOWN_DRAIN_SECONDS: .*0 to 3600/],
-    ['a headers timeout below 100 ms', { HTTP_HEADERS_TIMEOUT_MS: '50' }, /^HTTP_HEADERS_TIMEOUT_MS: .*100 to 3600000/],
+    [
+      'a headers timeout below 100 ms',
+      { HTTP_HEADERS_TIMEOUT_MS: '50' },
+      /^HTTP_HEADERS_TIMEOUT_MS: .*100 to 3600000 \(milliseconds\), at most HTTP_REQUEST_TIMEOUT_MS$/,
+    ],
     [
       'a headers timeout above the request timeout',
       { HTTP_HEADERS_TIMEOUT_MS: '20000', HTTP_REQUEST_TIMEOUT_MS: '10000' },

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto'
-import type { TokenRecord, TokenStore } from '../storage/types.js'
+import type { StoredToken, TokenRecord, TokenStore } from '../storage/types.js'
 import { hashSecret } from './tokens.js'
 
 /** Why a presented secret was refused. */
@@ -9,7 +9,7 @@ export type TokenRefusal = 'unknown' | 'expired' | 'revoked'
 export type TokenCheck = { ok: true; token: TokenRecord } | { ok: false; reason: TokenRefusal }
 
 interface Entry {
-  token: (TokenRecord & { secretHash: Buffer }) | undefined
+  token: StoredToken | undefined
   fetchedAt: number
 }
 

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { loadConfig } from '../config.js'
+import { DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
 import { redactUrl } from '../redact.js'
 import { openConfiguredStorage } from '../configured-storage.js'
 
@@ -9,7 +9,7 @@ Applies the database migrations this release needs, then exits; safe to run whil
 are running and from several places at once (PostgreSQL serialises them with an advisory lock).
 Run it before starting servers with DATABASE_MIGRATE_ON_START=false.
 
---database defaults to DATABASE_URL, then sqlite:./data/plantstore.db.`
+--database defaults to DATABASE_URL, then ${DEFAULT_DATABASE_URL}.`
 
 /** `plantstore migrate`. */
 export async function migrateCommand(args: string[]): Promise<void> {

@@ -30,8 +30,8 @@ function settingHelp(key: (typeof CONFIG_KEYS)[number]): string[] {
 export const SERVE_HELP = [
   'Usage: plantstore serve [--port N] [--host ADDR] [--database URL] [--workers N]',
   '',
-  'Runs the HTTP service. Each setting is read from its flag, else its environment variable, else its default',
-  '(docs/configuration.md has the same list):',
+  'Runs the HTTP service. Each setting is read from its flag, else its environment variable, else its',
+  'default (docs/configuration.md has the same list):',
   '',
   ...CONFIG_KEYS.flatMap(settingHelp),
 ].join('\n')

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { issueToken } from '../auth/issue-token.js'
 import { DEFAULT_SCOPES, parseDuration, SCOPES, type Scope } from '../auth/tokens.js'
-import { ConfigError } from '../config.js'
+import { ConfigError, DEFAULT_DATABASE_URL } from '../config.js'
 import { accountName, printNote, printTable, withStorage } from './common.js'
 import type { TokenRecord } from '../storage/types.js'
 
@@ -15,7 +15,7 @@ export const TOKENS_HELP = `Usage:
   plantstore tokens revoke TOKEN_ID [--database URL]
       Revokes a token; running servers refuse it within 2 seconds.
 
---database defaults to DATABASE_URL, then sqlite:./data/plantstore.db.`
+--database defaults to DATABASE_URL, then ${DEFAULT_DATABASE_URL}.`
 
 function tokenStatus(token: TokenRecord, now: number): string {
   if (token.revokedAt !== null) return 'revoked'

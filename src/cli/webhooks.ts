@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig } from '../config.js'
+import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
 import { ATTEMPTS_KEPT, type Storage, type Subscription } from '../storage/types.js'
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
@@ -35,7 +35,7 @@ export const WEBHOOKS_HELP = `Usage:
       characters) and its failed deliveries (kept PLANTSTORE_WEBHOOK_FAILED_RETENTION_HOURS, 168 by default,
       after failing), newest first. --limit: at most N of each, 1 to ${LIMIT_MAX} (default ${DEFAULT_LIMIT}).
 
---database defaults to DATABASE_URL, then sqlite:./data/plantstore.db.`
+--database defaults to DATABASE_URL, then ${DEFAULT_DATABASE_URL}.`
 
 async function add(args: string[]): Promise<void> {
   const { values } = parseArgs({

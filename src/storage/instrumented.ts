@@ -65,99 +65,108 @@ class Calls {
 }
 
 class InstrumentedPlants implements PlantStore {
-  constructor(
-    readonly inner: PlantStore,
-    readonly calls: Calls,
-  ) {}
+  readonly #inner: PlantStore
+  readonly #calls: Calls
+
+  constructor(inner: PlantStore, calls: Calls) {
+    this.#inner = inner
+    this.#calls = calls
+  }
 
   create(accountId: number, plant: StoredPlant, event: EventOf<StoredPlant>): Promise<CreateOutcome> {
-    return this.calls.write('createPlant', () => this.inner.create(accountId, plant, event))
+    return this.#calls.write('createPlant', () => this.#inner.create(accountId, plant, event))
   }
 
   list(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
-    return this.calls.read('listPlants', () => this.inner.list(accountId, page))
+    return this.#calls.read('listPlants', () => this.#inner.list(accountId, page))
   }
 
   delete(accountId: number, id: bigint, event: EventOf<bigint>): Promise<boolean> {
-    return this.calls.write('deletePlant', () => this.inner.delete(accountId, id, event))
+    return this.#calls.write('deletePlant', () => this.#inner.delete(accountId, id, event))
   }
 }
 
 class InstrumentedTokens implements TokenStore {
-  constructor(
-    readonly inner: TokenStore,
-    readonly calls: Calls,
-  ) {}
+  readonly #inner: TokenStore
+  readonly #calls: Calls
+
+  constructor(inner: TokenStore, calls: Calls) {
+    this.#inner = inner
+    this.#calls = calls
+  }
 
   find(secretHash: Buffer): Promise<StoredToken | undefined> {
-    return this.calls.read('findToken', () => this.inner.find(secretHash))
+    return this.#calls.read('findToken', () => this.#inner.find(secretHash))
   }
 
   create(token: NewToken): Promise<TokenRecord> {
-    return this.calls.write('createToken', () => this.inner.create(token))
+    return this.#calls.write('createToken', () => this.#inner.create(token))
   }
 
   createFirst(token: NewToken): Promise<TokenRecord | undefined> {
-    return this.calls.write('createFirstToken', () => this.inner.createFirst(token))
+    return this.#calls.write('createFirstToken', () => this.#inner.createFirst(token))
   }
 
   list(accountName?: string): Promise<TokenRecord[]> {
-    return this.calls.read('listTokens', () => this.inner.list(accountName))
+    return this.#calls.read('listTokens', () => this.#inner.list(accountName))
   }
 
   revoke(id: string): Promise<boolean> {
-    return this.calls.write('revokeToken', () => this.inner.revoke(id))
+    return this.#calls.write('revokeToken', () => this.#inner.revoke(id))
   }
 
   count(): Promise<number> {
-    return this.calls.read('countTokens', () => this.inner.count())
+    return this.#calls.read('countTokens', () => this.#inner.count())
   }
 }
 
 class InstrumentedWebhooks implements WebhookStore {
-  constructor(
-    readonly inner: WebhookStore,
-    readonly calls: Calls,
-  ) {}
+  readonly #inner: WebhookStore
+  readonly #calls: Calls
+
+  constructor(inner: WebhookStore, calls: Calls) {
+    this.#inner = inner
+    this.#calls = calls
+  }
 
   createSubscription(subscription: NewSubscription): Promise<Subscription> {
-    return this.calls.write('createSubscription', () => this.inner.createSubscription(subscription))
+    return this.#calls.write('createSubscription', () => this.#inner.createSubscription(subscription))
   }
 
   listSubscriptions(filter?: SubscriptionFilter): Promise<Subscription[]> {
-    return this.calls.read('listSubscriptions', () => this.inner.listSubscriptions(filter))
+    return this.#calls.read('listSubscriptions', () => this.#inner.listSubscriptions(filter))
   }
 
   deleteSubscription(id: string, accountId?: number): Promise<boolean> {
-    return this.calls.write('deleteSubscription', () => this.inner.deleteSubscription(id, accountId))
+    return this.#calls.write('deleteSubscription', () => this.#inner.deleteSubscription(id, accountId))
   }
 
   enableSubscription(id: string, accountId?: number): Promise<Subscription | undefined> {
-    return this.calls.write('enableSubscription', () => this.inner.enableSubscription(id, accountId))
+    return this.#calls.write('enableSubscription', () => this.#inner.enableSubscription(id, accountId))
   }
 
   claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]> {
-    return this.calls.write('claimDeliveries', () => this.inner.claimDeliveries(limit, leaseMs, perAccount))
+    return this.#calls.write('claimDeliveries', () => this.#inner.claimDeliveries(limit, leaseMs, perAccount))
   }
 
   finishDelivery(delivery: DeliveryRef, outcome: DeliveryOutcome): Promise<void> {
-    return this.calls.write('finishDelivery', () => this.inner.finishDelivery(delivery, outcome))
+    return this.#calls.write('finishDelivery', () => this.#inner.finishDelivery(delivery, outcome))
   }
 
   settleDisabled(limit: number): Promise<number> {
-    return this.calls.write('settleDisabled', () => this.inner.settleDisabled(limit))
+    return this.#calls.write('settleDisabled', () => this.#inner.settleDisabled(limit))
   }
 
   purgeFailedDeliveries(before: Date, limit: number): Promise<number> {
-    return this.calls.write('purgeFailedDeliveries', () => this.inner.purgeFailedDeliveries(before, limit))
+    return this.#calls.write('purgeFailedDeliveries', () => this.#inner.purgeFailedDeliveries(before, limit))
   }
 
   deliveryHistory(subscriptionId: string, limit: number): Promise<DeliveryHistory> {
-    return this.calls.read('deliveryHistory', () => this.inner.deliveryHistory(subscriptionId, limit))
+    return this.#calls.read('deliveryHistory', () => this.#inner.deliveryHistory(subscriptionId, limit))
   }
 
   countPendingDeliveries(): Promise<number> {
-    return this.calls.read('countPendingDeliveries', () => this.inner.countPendingDeliveries())
+    return this.#calls.read('countPendingDeliveries', () => this.#inner.countPendingDeliveries())
   }
 }
 
@@ -170,20 +179,24 @@ class InstrumentedWebhooks implements WebhookStore {
  * writes met.
  */
 class InstrumentedHealth implements HealthCheck {
-  constructor(
-    readonly inner: HealthCheck,
-    readonly calls: Calls,
-  ) {}
+  readonly #inner: HealthCheck
+  readonly #calls: Calls
 
-  async ping(): Promise<void> {
-    await this.calls.read('ping', () => this.inner.ping())
-    if (!this.calls.failing) return
-    await this.probeWrite()
-    this.calls.failing = false
+  constructor(inner: HealthCheck, calls: Calls) {
+    this.#inner = inner
+    this.#calls = calls
   }
 
+  async ping(): Promise<void> {
+    await this.#calls.read('ping', () => this.#inner.ping())
+    if (!this.#calls.failing) return
+    await this.probeWrite()
+    this.#calls.failing = false
+  }
+
+  // Timed as a read: it writes, but its failure must not mark the store once more, only its success clear it.
   probeWrite(): Promise<void> {
-    return this.calls.read('probeWrite', () => this.inner.probeWrite())
+    return this.#calls.read('probeWrite', () => this.#inner.probeWrite())
   }
 }
 
@@ -209,6 +222,7 @@ export class InstrumentedStorage implements Storage {
     this.health = new InstrumentedHealth(inner.health, this.#calls)
   }
 
+  // Lifecycle, not calls: neither is timed nor watched.
   get migrationsApplied(): readonly number[] {
     return this.#inner.migrationsApplied
   }

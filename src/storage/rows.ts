@@ -19,6 +19,10 @@ export interface TokenRow {
   revoked_at: Time | null
 }
 
+/** The columns a token is read with, `t` the token and `a` its account. */
+export const TOKEN_COLUMNS = `t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label,
+  t.created_at, t.expires_at, t.revoked_at`
+
 export function toToken(row: TokenRow): StoredToken {
   return {
     id: row.id,

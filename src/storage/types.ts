@@ -33,7 +33,10 @@ export interface OutboxEvent {
   body: string
 }
 
-/** Builds the event of a change to `subject` (a new plant, a deleted id); storage calls it when it needs it. */
+/**
+ * Builds the event of a change to `subject` (a new plant, a deleted id). A backend may call it before it knows
+ * whether the change happens (PostgreSQL writes change and event in one statement); it writes the event only if so.
+ */
 export type EventOf<T> = (subject: T) => OutboxEvent
 
 export interface PlantStore {

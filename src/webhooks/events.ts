@@ -6,7 +6,7 @@ export const EVENT_TYPES = ['plant.created', 'plant.deleted'] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
 /** A new event id (`webhook-id`): the same on every attempt, so receivers can drop duplicates. */
-export function newEventId(): string {
+function newEventId(): string {
   return 'msg_' + randomBytes(16).toString('base64url')
 }
 
@@ -21,22 +21,22 @@ export function newSigningSecret(): string {
 }
 
 /** The body of `plant.created`: the contract's NewPlant `{id, name, tag?}`, the int64 id written exactly. */
-export function createdBody(plant: { id: bigint; name: string; tag: string | null }): string {
+function createdBody(plant: { id: bigint; name: string; tag: string | null }): string {
   const tag = plant.tag === null ? '' : `,"tag":${JSON.stringify(plant.tag)}`
   return `{"id":${plant.id},"name":${JSON.stringify(plant.name)}${tag}}`
 }
 
 /** The body of `plant.deleted`: `{id}`. */
-export function deletedBody(id: bigint): string {
+function deletedBody(id: bigint): string {
   return `{"id":${id}}`
 }
 
-/** The plant.created event of a new plant, for the outbox (storage asks for it only if the plant was created). */
+/** The plant.created event of a new plant, for the outbox; storage writes it only if the plant was created. */
 export function plantCreated(plant: { id: bigint; name: string; tag: string | null }): OutboxEvent {
   return { id: newEventId(), type: 'plant.created', body: createdBody(plant) }
 }
 
-/** The plant.deleted event of a plant, for the outbox (storage asks for it only if the plant was deleted). */
+/** The plant.deleted event of a plant, for the outbox; storage writes it only if the plant was deleted. */
 export function plantDeleted(id: bigint): OutboxEvent {
   return { id: newEventId(), type: 'plant.deleted', body: deletedBody(id) }
 }

@@ -1,4 +1,4 @@
-import { toToken, withoutSecret, type TokenRow } from '../rows.js'
+import { TOKEN_COLUMNS, toToken, withoutSecret, type TokenRow } from '../rows.js'
 import type { NewToken, StoredToken, TokenRecord, TokenStore } from '../types.js'
 import { connect, type Query, type Sql } from './client.js'
 import { guard } from './errors.js'
@@ -6,10 +6,6 @@ import { guard } from './errors.js'
 const SERIALIZATION_FAILURE = '40001'
 // Retries of a first token that lost the race to another instance's; contention beyond them is answered 503.
 const MAX_ATTEMPTS = 10
-
-const tokenColumns = (sql: Query) =>
-  sql`t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label,
-    t.created_at, t.expires_at, t.revoked_at`
 
 /**
  * Stores a token, creating its account when new, in one statement; `onlyFirst`: only while the store holds no token
@@ -25,8 +21,7 @@ async function insertToken(sql: Query, token: NewToken, onlyFirst = false): Prom
       INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
       SELECT ${token.id}, id, ${token.secretHash}, ${token.scopes.join(' ')}, ${token.label}, now(), ${token.expiresAt}
       FROM account RETURNING *)
-    SELECT t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label, t.created_at,
-      t.expires_at, t.revoked_at FROM token t JOIN account a ON a.id = t.account_id`
+    SELECT ${sql.unsafe(TOKEN_COLUMNS)} FROM token t JOIN account a ON a.id = t.account_id`
   return row === undefined ? undefined : withoutSecret(toToken(row))
 }
 
@@ -44,7 +39,7 @@ export class PostgresTokens implements TokenStore {
   async find(secretHash: Buffer): Promise<StoredToken | undefined> {
     const sql = this.#sql
     const [row] = await guard(
-      () => sql<TokenRow[]>`SELECT ${tokenColumns(sql)}
+      () => sql<TokenRow[]>`SELECT ${sql.unsafe(TOKEN_COLUMNS)}
         FROM tokens t JOIN accounts a ON a.id = t.account_id WHERE t.secret_hash = ${secretHash}`,
     )
     return row === undefined ? undefined : toToken(row)
@@ -79,7 +74,7 @@ export class PostgresTokens implements TokenStore {
     const sql = this.#sql
     const filter = accountName === undefined ? sql`` : sql`WHERE a.name = ${accountName}`
     const rows = await guard(
-      () => sql<TokenRow[]>`SELECT ${tokenColumns(sql)}
+      () => sql<TokenRow[]>`SELECT ${sql.unsafe(TOKEN_COLUMNS)}
         FROM tokens t JOIN accounts a ON a.id = t.account_id ${filter} ORDER BY t.created_at, t.id`,
     )
     return rows.map((row) => withoutSecret(toToken(row)))

@@ -1,11 +1,8 @@
 import type { Database, Statement } from 'better-sqlite3'
-import { toToken, withoutSecret, type TokenRow } from '../rows.js'
+import { TOKEN_COLUMNS, toToken, withoutSecret, type TokenRow } from '../rows.js'
 import type { NewToken, StoredToken, TokenRecord, TokenStore } from '../types.js'
 import { ensureAccount } from './accounts.js'
 import { guard } from './errors.js'
-
-const TOKEN_COLUMNS = `t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label,
-  t.created_at, t.expires_at, t.revoked_at`
 
 /** API tokens on SQLite. */
 export class SqliteTokens implements TokenStore {

@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { mintToken } from '../../src/auth/issue-token.js'
+import type { InstrumentedStorage } from '../../src/storage/index.js'
+import type { OutboxEvent, StoredPlant } from '../../src/storage/types.js'
+import { newSigningSecret, newSubscriptionId } from '../../src/webhooks/events.js'
+import { backends, freshStorage } from '../helpers/backends.js'
+
+for (const backend of backends) {
+  describe(`the events a plant change hands to storage (${backend.name})`, () => {
+    let storage: InstrumentedStorage
+    let dispose: () => Promise<void>
+    let accountId: number
+    before(async () => {
+      ;({ storage, dispose } = await freshStorage(backend))
+      ;({ accountId } = await storage.tokens.create(mintToken({ accountName: 'events' }).record))
+      await storage.webhooks.createSubscription({
+        id: newSubscriptionId(),
+        accountName: 'events',
+        url: 'http://127.0.0.1:9/hook',
+        secret: newSigningSecret(),
+        eventTypes: ['custom.created', 'custom.deleted'],
+      })
+    })
+    after(() => dispose())
+
+    let sequence = 0
+    /** An event builder that makes events of `type`, numbered, and keeps what it was asked about. */
+    const builder =
+      <T>(type: string, asked: T[]) =>
+      (subject: T): OutboxEvent => {
+        asked.push(subject)
+        return { id: `evt_${++sequence}`, type, body: `{"n":${sequence}}` }
+      }
+
+    test('writes the event as the builder made it, once, for a change that happened', async () => {
+      const asked: StoredPlant[] = []
+      const plant = { id: 1n, name: 'Fern', tag: null }
+      assert.equal(await storage.plants.create(accountId, plant, builder('custom.created', asked)), 'created')
+      assert.equal(await storage.webhooks.countPendingDeliveries(), 1)
+      const claimed = await storage.webhooks.claimDeliveries(16, 60_000, 4)
+      assert.deepEqual(
+        claimed.map((delivery) => [delivery.eventId, delivery.eventType, delivery.body]),
+        [[`evt_${sequence}`, 'custom.created', `{"n":${sequence}}`]],
+      )
+      assert.deepEqual(asked.at(-1), plant, 'the builder was given the plant stored')
+    })
+
+    test('writes nothing for an identical re-create, a conflict or a delete of nothing', async () => {
+      const before = await storage.webhooks.countPendingDeliveries()
+      const asked: unknown[] = []
+      await storage.plants.create(accountId, { id: 1n, name: 'Fern', tag: null }, builder('custom.created', asked))
+      await storage.plants.create(accountId, { id: 1n, name: 'Other', tag: null }, builder('custom.created', asked))
+      assert.equal(await storage.plants.delete(accountId, 99n, builder('custom.deleted', asked)), false)
+      assert.equal(await storage.webhooks.countPendingDeliveries(), before)
+    })
+
+    test('writes an event only for the subscriptions that want its type', async () => {
+      const before = await storage.webhooks.countPendingDeliveries()
+      const asked: unknown[] = []
+      await storage.plants.create(accountId, { id: 2n, name: 'Moss', tag: null }, builder('other.type', asked))
+      assert.equal(await storage.webhooks.countPendingDeliveries(), before)
+      assert.equal(await storage.plants.delete(accountId, 2n, builder('custom.deleted', asked)), true)
+      assert.equal(await storage.webhooks.countPendingDeliveries(), before + 1)
+      assert.deepEqual(asked.at(-1), 2n, 'the builder was given the id deleted')
+    })
+  })
+}
