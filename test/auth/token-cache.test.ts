@@ -74,6 +74,18 @@ describe('token verifier', () => {
     }
   })
 
+  test('refuses a secret one character away from a cached one, asking the database by its own digest', async () => {
+    const verifier = new TokenVerifier(storage.tokens, { ttlMs: 60_000 })
+    const { secret } = await create()
+    assert.equal((await verifier.verify(secret, 40_000)).ok, true)
+    for (const guess of [secret.slice(0, -1) + (secret.endsWith('A') ? 'B' : 'A'), secret + 'A', secret.slice(0, -1)]) {
+      lookedUp.length = 0
+      assert.deepEqual(await verifier.verify(guess, 40_001), { ok: false, reason: 'unknown' })
+      assert.deepEqual(lookedUp, [hashSecret(guess)])
+    }
+    assert.equal((await verifier.verify(secret, 40_002)).ok, true, 'the cached secret itself still passes')
+  })
+
   test('keeps at most maxEntries tokens in memory', async () => {
     const verifier = new TokenVerifier(storage.tokens, { ttlMs: 60_000, maxEntries: 2 })
     const tokens = [await create(), await create(), await create()]
