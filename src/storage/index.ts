@@ -2,7 +2,7 @@ import { InstrumentedStorage } from './instrumented.js'
 import { UnsupportedDatabaseUrlError, type OpenOptions } from './types.js'
 
 export { InstrumentedStorage, type StorageTimer } from './instrumented.js'
-export type { OpenOptions, Storage } from './types.js'
+export type { OpenOptions, PageRequest, PlantStore, Storage, StoredPlant } from './types.js'
 export { MigrationsPendingError, UnsupportedDatabaseUrlError } from './types.js'
 
 /** Where `sqlite:` URLs point: `sqlite:/abs/file.db`, `sqlite:relative/file.db` or `sqlite::memory:`. */

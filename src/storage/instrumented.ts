@@ -10,6 +10,7 @@ import type {
   NewSubscription,
   NewToken,
   PageRequest,
+  PlantPage,
   PlantStore,
   Storage,
   StoredPlant,
@@ -77,7 +78,7 @@ class InstrumentedPlants implements PlantStore {
     return this.#calls.write('createPlant', () => this.#inner.create(accountId, plant, event))
   }
 
-  list(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
+  list(accountId: number, page: PageRequest): Promise<PlantPage> {
     return this.#calls.read('listPlants', () => this.#inner.list(accountId, page))
   }
 

@@ -21,6 +21,24 @@ export interface PageRequest {
   limit: number
   after?: bigint
   tag?: string
+  /** What each item holds beside its name: the id, the tag (of plants that have one). */
+  fields: { id: boolean; tag: boolean }
+}
+
+/**
+ * One page as the API answers it, written by the database: the client's decoding of a row per plant, and the
+ * serialising of them again, cost more than the query.
+ */
+export interface PlantPage {
+  /**
+   * The items as a JSON array text, in ascending id order: objects with "name", then "id" (a JSON integer, exact)
+   * and "tag" as `fields` asks, without insignificant white space, strings escaped as JSON.stringify does.
+   */
+  json: string
+  /** The id of the page's last plant; undefined for an empty page. */
+  lastId: bigint | undefined
+  /** Whether the account holds more plants matching the request after `lastId`. */
+  more: boolean
 }
 
 /**
@@ -46,7 +64,7 @@ export interface PlantStore {
    */
   create(accountId: number, plant: StoredPlant, event: EventOf<StoredPlant>): Promise<CreateOutcome>
   /** Plants of one account in ascending id order, one page. */
-  list(accountId: number, page: PageRequest): Promise<StoredPlant[]>
+  list(accountId: number, page: PageRequest): Promise<PlantPage>
   /** Deletes one plant and queues its `event`, atomically; false (and no event) when the account has no such plant. */
   delete(accountId: number, id: bigint, event: EventOf<bigint>): Promise<boolean>
 }

@@ -45,7 +45,7 @@ describe('the instrumented store every user of storage gets', () => {
     calls.length = 0
     const { accountId } = await store.tokens.create(mintToken({ accountName: 'a' }).record)
     await store.plants.create(accountId, { id: 1n, name: 'Fern', tag: null }, plantCreated)
-    await store.plants.list(accountId, { limit: 10 })
+    await store.plants.list(accountId, { limit: 10, fields: { id: true, tag: true } })
     await store.webhooks.countPendingDeliveries()
     await store.health.ping()
     assert.deepEqual(calls, [
@@ -60,7 +60,7 @@ describe('the instrumented store every user of storage gets', () => {
   test('pings with a probe write only once a write has failed for unavailability, until a probe succeeds', async () => {
     probes = 0
     unavailableOnce('plants', 'list')
-    await assert.rejects(store.plants.list(1, { limit: 1 }), StorageUnavailableError)
+    await assert.rejects(store.plants.list(1, { limit: 1, fields: { id: true, tag: true } }), StorageUnavailableError)
     await store.health.ping()
     assert.equal(probes, 0, 'a failed read marks nothing')
     unavailableOnce('plants', 'create')

@@ -15,6 +15,7 @@ import { migrations as postgresMigrations } from '../../src/storage/postgres/mig
 import { migrations as sqliteMigrations } from '../../src/storage/sqlite/migrations.js'
 import { backends, POSTGRES_URL, postgresBackend, type TestBackend } from '../helpers/backends.js'
 import { plantCreated } from '../../src/webhooks/events.js'
+import { listPlants } from '../helpers/plants.js'
 
 const LATEST = sqliteMigrations.map((migration) => migration.version)
 
@@ -171,7 +172,9 @@ for (const backend of backends) {
         const upgraded = await open()
         assert.deepEqual(upgraded.migrationsApplied, LATEST.slice(1))
         await upgraded.health.probeWrite()
-        assert.deepEqual(await upgraded.plants.list(token.accountId, { limit: 10 }), [{ id: 1n, name: 'x', tag: null }])
+        assert.deepEqual(await listPlants(upgraded.plants, token.accountId, { limit: 10 }), [
+          { id: 1n, name: 'x', tag: null },
+        ])
         assert.equal(await upgraded.tokens.count(), 1)
       }))
 

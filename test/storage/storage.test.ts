@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import fc from 'fast-check'
 import { after, before, describe, test } from 'node:test'
 import { hashSecret } from '../../src/auth/tokens.js'
 import { INT64_MAX, INT64_MIN } from '../../src/schemas/int64.js'
@@ -6,6 +7,7 @@ import { openStorage, type InstrumentedStorage } from '../../src/storage/index.j
 import type { NewToken } from '../../src/storage/types.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 import { plantCreated, plantDeleted } from '../../src/webhooks/events.js'
+import { listPlants } from '../helpers/plants.js'
 
 function newToken(overrides: Partial<NewToken> = {}): NewToken {
   const id = `tok_${Math.random().toString(16).slice(2, 18)}`
@@ -57,7 +59,7 @@ for (const backend of backends) {
       )
       assert.deepEqual(differing.toSorted(), [...Array<string>(9).fill('conflict'), 'created'])
       const winner = differing.indexOf('created')
-      const [stored] = await storage.plants.list(racer, { limit: 1, after: 900n })
+      const [stored] = await listPlants(storage.plants, racer, { limit: 1, after: 900n })
       assert.deepEqual(stored, { id: 901n, name: `n${winner}`, tag: null })
     })
 
@@ -65,7 +67,7 @@ for (const backend of backends) {
       for (const id of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, 2n ** 53n, -5n]) {
         assert.equal(await storage.plants.create(acme, { id, name: `n${id}`, tag: null }, plantCreated), 'created')
       }
-      const ids = (await storage.plants.list(acme, { limit: 100 })).map((plant) => plant.id)
+      const ids = (await listPlants(storage.plants, acme, { limit: 100 })).map((plant) => plant.id)
       assert.deepEqual(ids, [INT64_MIN, -5n, 1n, 2n ** 53n, 2n ** 53n + 1n, INT64_MAX])
     })
 
@@ -73,13 +75,13 @@ for (const backend of backends) {
       for (let i = 100n; i < 110n; i++) {
         await storage.plants.create(acme, { id: i, name: 'p', tag: i % 2n === 0n ? 'even' : null }, plantCreated)
       }
-      const page = await storage.plants.list(acme, { limit: 3, after: 101n, tag: 'even' })
+      const page = await listPlants(storage.plants, acme, { limit: 3, after: 101n, tag: 'even' })
       assert.deepEqual(
         page.map((plant) => plant.id),
         [102n, 104n, 106n],
       )
       assert.ok(page.every((plant) => plant.tag === 'even' && plant.name === 'p'))
-      const untagged = await storage.plants.list(acme, { limit: 2, after: 100n })
+      const untagged = await listPlants(storage.plants, acme, { limit: 2, after: 100n })
       assert.deepEqual(
         [...untagged],
         [
@@ -102,18 +104,71 @@ for (const backend of backends) {
       )
       // More distinct (shape, limit) pairs than any statement cache would keep, then the first ones again.
       for (const limit of [...Array.from({ length: 110 }, (_, i) => i + 1), 1, 2, 3]) {
-        const first = await storage.plants.list(pager, { limit })
+        const first = await listPlants(storage.plants, pager, { limit })
         assert.deepEqual(
           first.map((plant) => plant.id),
           Array.from({ length: Math.min(limit, 120) }, (_, i) => BigInt(i + 1)),
         )
-        const tagged = await storage.plants.list(pager, { limit, after: 10n, tag: 'third' })
+        const tagged = await listPlants(storage.plants, pager, { limit, after: 10n, tag: 'third' })
         const expected = Array.from({ length: 40 }, (_, i) => BigInt(3 * i + 1)).filter((id) => id > 10n)
         assert.deepEqual(
           tagged.map((plant) => plant.id),
           expected.slice(0, limit),
         )
       }
+    })
+
+    // The route sends the page's JSON as the backend wrote it, so it must be the bytes the API's serialiser wrote:
+    // "name", then "id" and "tag" as asked, no white space, every string escaped as JSON.stringify does.
+    test('writes each page as the exact JSON text of its items, for every choice of fields', async () => {
+      const text = fc
+        .string({ unit: 'grapheme', minLength: 1, maxLength: 12 })
+        .chain((s) => fc.constantFrom(s, `${s}"\\\u0001\u001f\u007f\u2028\u{1F331}`, `\b\t\n\f\r${s}`))
+        .filter((s) => !s.includes('\u0000'))
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.record({ name: text, tag: fc.option(text, { nil: null }) }), { maxLength: 6 }),
+          async (drafts) => {
+            const account = (await storage.tokens.create(newToken({ accountName: `json-${Math.random()}` }))).accountId
+            const plants = drafts.map((draft, i) => ({ id: INT64_MAX - BigInt(i * 7), ...draft }))
+            for (const plant of plants) await storage.plants.create(account, plant, plantCreated)
+            const ascending = plants.toSorted((a, b) => (a.id < b.id ? -1 : 1))
+            for (const id of [false, true]) {
+              for (const tag of [false, true]) {
+                const expected = ascending.map(
+                  (plant) =>
+                    `{"name":${JSON.stringify(plant.name)}${id ? `,"id":${plant.id}` : ''}` +
+                    `${tag && plant.tag !== null ? `,"tag":${JSON.stringify(plant.tag)}` : ''}}`,
+                )
+                const page = await storage.plants.list(account, { limit: 10, fields: { id, tag } })
+                assert.equal(page.json, `[${expected.join(',')}]`)
+              }
+            }
+          },
+        ),
+        { numRuns: 25 },
+      )
+    })
+
+    test('tells the last id of a page and whether more plants follow it', async () => {
+      const account = (await storage.tokens.create(newToken({ accountName: 'pages' }))).accountId
+      const fields = { id: false, tag: true }
+      assert.deepEqual(await storage.plants.list(account, { limit: 2, fields }), {
+        json: '[]',
+        lastId: undefined,
+        more: false,
+      })
+      for (const id of [30n, 10n, 20n]) {
+        await storage.plants.create(account, { id, name: `p${id}`, tag: id === 20n ? 'x' : null }, plantCreated)
+      }
+      const first = await storage.plants.list(account, { limit: 2, fields })
+      assert.deepEqual(first, { json: '[{"name":"p10"},{"name":"p20","tag":"x"}]', lastId: 20n, more: true })
+      const last = await storage.plants.list(account, { limit: 2, after: 20n, fields })
+      assert.deepEqual(last, { json: '[{"name":"p30"}]', lastId: 30n, more: false })
+      const exact = await storage.plants.list(account, { limit: 3, fields })
+      assert.deepEqual([exact.lastId, exact.more], [30n, false], 'a page that ends on the last plant says so')
+      const tagged = await storage.plants.list(account, { limit: 1, tag: 'x', fields })
+      assert.deepEqual([tagged.lastId, tagged.more], [20n, false], 'more counts only plants the filter keeps')
     })
 
     test('deletes only within the account', async () => {
@@ -177,11 +232,11 @@ for (const backend of backends) {
     })
 
     test('commits a probe write that leaves plants and tokens as they were', async () => {
-      const plants = await storage.plants.list(acme, { limit: 1000 })
+      const plants = await listPlants(storage.plants, acme, { limit: 1000 })
       const tokens = await storage.tokens.list()
       await storage.health.probeWrite()
       await storage.health.probeWrite()
-      assert.deepEqual(await storage.plants.list(acme, { limit: 1000 }), plants)
+      assert.deepEqual(await listPlants(storage.plants, acme, { limit: 1000 }), plants)
       assert.deepEqual(await storage.tokens.list(), tokens)
     })
 
@@ -189,7 +244,7 @@ for (const backend of backends) {
       const again = await openStorage(url)
       assert.deepEqual(again.migrationsApplied, [])
       try {
-        assert.equal((await again.plants.list(acme, { limit: 1 })).length, 1)
+        assert.equal((await listPlants(again.plants, acme, { limit: 1 })).length, 1)
         assert.equal(await again.tokens.count(), await storage.tokens.count())
         await again.health.ping()
       } finally {

@@ -4,6 +4,7 @@ import {
   type CreateOutcome,
   type EventOf,
   type PageRequest,
+  type PlantPage,
   type PlantStore,
   type StorageLimits,
   type StoredPlant,
@@ -71,21 +72,28 @@ export class PostgresPlants implements PlantStore {
     })
   }
 
-  async list(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
+  async list(accountId: number, request: PageRequest): Promise<PlantPage> {
     const sql = this.#sql
-    const tag = page.tag === undefined ? sql`` : sql`AND tag = ${page.tag}`
-    const after = page.after === undefined ? sql`` : sql`AND id > ${page.after}`
-    // The page comes back as one JSON text instead of a row per plant: the client's per-row decoding cost more
-    // than the query. Ids travel as text, since JSON numbers cannot hold every int64.
+    const matching =
+      request.tag === undefined
+        ? sql`account_id = ${accountId}`
+        : sql`account_id = ${accountId} AND tag = ${request.tag}`
+    const after = request.after === undefined ? sql`` : sql`AND id > ${request.after}`
+    // The page comes back as the answer's JSON text, written by concatenation: json_build_object and json_agg
+    // put white space between tokens. to_json escapes a string as JSON.stringify does.
+    const id = request.fields.id ? sql`|| ',"id":' || id::text` : sql``
+    const tag = request.fields.tag
+      ? sql`|| CASE WHEN tag IS NULL THEN '' ELSE ',"tag":' || to_json(tag)::text END`
+      : sql``
     const [row] = await guard(
-      () => sql<
-        { page: string }[]
-      >`SELECT coalesce(json_agg(json_build_array(id::text, name, tag) ORDER BY id), '[]')::text
-        AS page FROM (SELECT id, name, tag FROM plants
-          WHERE account_id = ${accountId} ${tag} ${after} ORDER BY id LIMIT ${page.limit}) p`,
+      () => sql<{ json: string; last: string | null; more: boolean }[]>`WITH page AS (SELECT id, name, tag FROM plants
+          WHERE ${matching} ${after} ORDER BY id LIMIT ${request.limit})
+        SELECT '[' || coalesce(string_agg('{"name":' || to_json(name)::text ${id} ${tag} || '}', ',' ORDER BY id), '') || ']'
+          AS json, max(id)::text AS last,
+          EXISTS (SELECT 1 FROM plants WHERE ${matching} AND id > (SELECT max(id) FROM page)) AS more
+        FROM page`,
     )
-    const items = JSON.parse(row!.page) as Array<[id: string, name: string, tag: string | null]>
-    return items.map(([id, name, tag]) => ({ id: BigInt(id), name, tag }))
+    return { json: row!.json, lastId: row!.last === null ? undefined : BigInt(row!.last), more: row!.more }
   }
 
   async delete(accountId: number, id: bigint, event: EventOf<bigint>): Promise<boolean> {

@@ -4,6 +4,7 @@ import {
   type CreateOutcome,
   type EventOf,
   type PageRequest,
+  type PlantPage,
   type PlantStore,
   type StorageLimits,
   type StoredPlant,
@@ -12,17 +13,33 @@ import { guard } from './errors.js'
 import type { GroupCommit } from './group-commit.js'
 import type { SqliteWebhooks } from './webhooks.js'
 
-// LIMIT is written into the SQL, not bound: with a bound LIMIT, SQLite (built with STAT4) re-plans the
-// statement on every run, which costs more than reading the 20 rows. One statement per shape and limit.
-function pageSql(tag: boolean, after: boolean, limit: number): string {
-  const where = ['account_id = ?', tag ? 'tag = ?' : '', after ? 'id > ?' : ''].filter(Boolean).join(' AND ')
-  return `SELECT id, name, tag FROM plants WHERE ${where} ORDER BY id LIMIT ${limit}`
+/** The JSON object of one plant, as PlantPage describes it. */
+function itemJson(fields: PageRequest['fields']): string {
+  const head = fields.id ? `'name', name, 'id', id` : `'name', name`
+  return fields.tag
+    ? `CASE WHEN tag IS NULL THEN json_object(${head}) ELSE json_object(${head}, 'tag', tag) END`
+    : `json_object(${head})`
 }
 
-type PageRow = [id: bigint, name: string, tag: string | null]
+// LIMIT is written into the SQL, not bound: with a bound LIMIT, SQLite (built with STAT4) re-plans the
+// statement on every run, which costs more than reading the 20 rows. One statement per shape and limit.
+// json_group_array takes the rows in the order the page yields them (a LIMIT subquery is not flattened into the
+// aggregate); its own ORDER BY would sort again and cost four times the read. test/storage/storage.test.ts checks
+// the order over ids inserted scrambled.
+function pageSql(request: PageRequest): string {
+  const matching = ['account_id = :account', request.tag === undefined ? '' : 'tag = :tag']
+    .filter(Boolean)
+    .join(' AND ')
+  const after = request.after === undefined ? '' : ' AND id > :after'
+  return `WITH page AS (SELECT id, name, tag FROM plants WHERE ${matching}${after} ORDER BY id LIMIT ${request.limit})
+    SELECT json_group_array(${itemJson(request.fields)}), max(id),
+      EXISTS (SELECT 1 FROM plants WHERE ${matching} AND id > (SELECT max(id) FROM page)) FROM page`
+}
 
-// Page statements kept prepared; the least recently used is dropped beyond this (the route asks for up to 1001
-// rows, in 4 shapes).
+type PageRow = [json: string, lastId: bigint | null, more: bigint]
+
+// Page statements kept prepared; the least recently used is dropped beyond this (the route asks for up to 1000
+// rows, in 16 shapes).
 const PAGE_STATEMENTS_MAX = 64
 
 /** Plants on SQLite: writes through the group commit, with their events when the account has subscriptions. */
@@ -87,27 +104,26 @@ export class SqlitePlants implements PlantStore {
     return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
   }
 
-  async list(accountId: number, page: PageRequest): Promise<StoredPlant[]> {
-    const statement = this.#pageStatement(page.tag !== undefined, page.after !== undefined, page.limit)
-    const args = [accountId, page.tag, page.after].filter((arg) => arg !== undefined)
-    // Raw rows: arrays are cheaper to build than objects with column-name keys.
-    const rows = guard(() => statement.all(...args) as PageRow[])
-    return rows.map(([id, name, tag]) => ({ id, name, tag }))
+  async list(accountId: number, request: PageRequest): Promise<PlantPage> {
+    const statement = this.#pageStatement(request)
+    const args: Record<string, unknown> = { account: accountId }
+    if (request.tag !== undefined) args.tag = request.tag
+    if (request.after !== undefined) args.after = request.after
+    const [json, lastId, more] = guard(() => statement.get(args) as PageRow)
+    return { json, lastId: lastId ?? undefined, more: more === 1n }
   }
 
-  #pageStatement(tag: boolean, after: boolean, limit: number): Statement {
+  #pageStatement(request: PageRequest): Statement {
+    const { limit, fields } = request
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`page limit ${limit} is not a positive integer`)
-    const key = `${tag}:${after}:${limit}`
+    const key = `${request.tag !== undefined}:${request.after !== undefined}:${fields.id}:${fields.tag}:${limit}`
     let statement = this.#pages.get(key)
     if (statement !== undefined) {
       // Most recently used last: Map iteration order is insertion order, so eviction takes the least recent.
       this.#pages.delete(key)
       this.#pages.set(key, statement)
     } else {
-      statement = this.#db
-        .prepare(pageSql(tag, after, limit))
-        .safeIntegers(true)
-        .raw(true)
+      statement = this.#db.prepare(pageSql(request)).safeIntegers(true).raw(true)
       if (this.#pages.size >= PAGE_STATEMENTS_MAX) this.#pages.delete(this.#pages.keys().next().value!)
       this.#pages.set(key, statement)
     }

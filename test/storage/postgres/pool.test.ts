@@ -5,6 +5,7 @@ import { mintToken } from '../../../src/auth/issue-token.js'
 import { openStorage, type InstrumentedStorage } from '../../../src/storage/index.js'
 import { EVENT_TYPES, newSigningSecret, newSubscriptionId, plantCreated } from '../../../src/webhooks/events.js'
 import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../../helpers/backends.js'
+import { listPlants } from '../../helpers/plants.js'
 
 const APP = 'plantstore-pool-test'
 const OUTCOME = { startedAt: new Date(), durationMs: 5, status: 500, error: 'no' } as const
@@ -46,11 +47,11 @@ if (POSTGRES_URL !== undefined)
       // A read, then a write that used to need a transaction, and so on: each write queues behind a statement that
       // keeps a connection busy, where postgres.js sent sql.begin's BEGIN without holding the connection for it.
       const writes: Array<Promise<unknown>> = [
-        storage.plants.list(accountId, { limit: 5 }),
+        listPlants(storage.plants, accountId, { limit: 5 }),
         storage.webhooks.deleteSubscription(removed.id, accountId),
       ]
       for (let i = 0; i < 8; i++) {
-        writes.push(storage.plants.list(accountId, { limit: 5 }))
+        writes.push(listPlants(storage.plants, accountId, { limit: 5 }))
         writes.push(storage.tokens.create(mintToken({ accountName: account }).record))
         writes.push(storage.plants.create(accountId, { id: BigInt(i), name: 'Fern', tag: null }, plantCreated))
       }

@@ -9,6 +9,7 @@ import { StorageUnavailableError } from '../../../src/errors.js'
 import { GroupCommit } from '../../../src/storage/sqlite/group-commit.js'
 import { open } from '../../../src/storage/sqlite/index.js'
 import { plantCreated } from '../../../src/webhooks/events.js'
+import { listPlants } from '../../helpers/plants.js'
 
 const WAL_HEADER = 32
 const FRAME = 24 + 4096
@@ -142,7 +143,9 @@ describe('SQLite group commit', () => {
     await storage.close()
     assert.equal(await created, 'created')
     const reopened = await open(storeFile, { migrate: true })
-    assert.deepEqual(await reopened.plants.list(token.accountId, { limit: 10 }), [{ id: 7n, name: 'kept', tag: null }])
+    assert.deepEqual(await listPlants(reopened.plants, token.accountId, { limit: 10 }), [
+      { id: 7n, name: 'kept', tag: null },
+    ])
     await reopened.close()
   })
 })
