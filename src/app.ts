@@ -22,6 +22,7 @@ import { validatorCompiler } from './schemas/validator.js'
 import type { InstrumentedStorage } from './storage/index.js'
 import { trustedPeer } from './limits/trusted-peer.js'
 import { VERSION } from './version.js'
+import { redactAuthorization } from './redact.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
 export interface AppOptions {
@@ -55,17 +56,14 @@ export interface AppOptions {
   owned?: ReadonlyArray<{ close(): Promise<void> }>
 }
 
-// Secrets must never reach a log line, whatever a serializer or a debug statement prints. `*.headers...`
-// covers req, request, res and any other object's headers; every extra path costs each log line.
-const REDACT = ['headers.authorization', '*.headers.authorization']
-
 function loggerOptions(logger: AppOptions['logger']) {
   if (logger === undefined) return false
   const { pretty, ...rest } = logger
   // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else.
   const transport =
     pretty === true ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } } : undefined
-  return { ...rest, redact: REDACT, ...(transport && { transport }) }
+  // Secrets must never reach a log line, whatever a serializer or a debug statement prints.
+  return { ...rest, formatters: { log: redactAuthorization }, ...(transport && { transport }) }
 }
 
 /**
