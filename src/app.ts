@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify'
+import pino from 'pino'
 import { registerBearerAuth } from './auth/bearer.js'
 import { CONNECTION_LIMIT_DEFAULTS, HTTP_TIMEOUT_DEFAULTS, type ConnectionLimits, type HttpTimeouts } from './config.js'
 import { TokenVerifier } from './auth/token-cache.js'
@@ -56,14 +57,27 @@ export interface AppOptions {
   owned?: ReadonlyArray<{ close(): Promise<void> }>
 }
 
+/** At most this much log output waits in memory for a slow reader of stdout; beyond it, lines are dropped. */
+export const LOG_BUFFER_BYTES = 16 * 1024 * 1024
+
 function loggerOptions(logger: AppOptions['logger']) {
   if (logger === undefined) return false
-  const { pretty, ...rest } = logger
-  // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else.
+  const { pretty, stream, ...rest } = logger
+  // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else, written
+  // asynchronously: lines that arrive while a write is under way go out together in the next one, and a reader of
+  // stdout that falls behind (a full pipe) no longer stalls every request (sync writes sleep 100 ms on EAGAIN).
+  // Whatever is still buffered is written synchronously when the process exits.
+  const destination =
+    stream ?? (pretty === true ? undefined : pino.destination({ dest: 1, sync: false, maxLength: LOG_BUFFER_BYTES }))
   const transport =
     pretty === true ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } } : undefined
   // Secrets must never reach a log line, whatever a serializer or a debug statement prints.
-  return { ...rest, formatters: { log: redactAuthorization }, ...(transport && { transport }) }
+  return {
+    ...rest,
+    formatters: { log: redactAuthorization },
+    ...(destination && { stream: destination }),
+    ...(transport && { transport }),
+  }
 }
 
 /**
