@@ -52,6 +52,11 @@ function spawnChild(commandLine: string[], env: EnvOverrides, cwd = REPO_ROOT): 
   return child
 }
 
+/** Starts `plantstore ...args` and leaves the rest to the caller (cleanup() kills it if still running). */
+export function spawnPlantstore(args: string[], env: EnvOverrides = {}): ChildProcess {
+  return spawnChild(mainCommand(args), env)
+}
+
 /** A new temporary directory, removed by cleanup(). */
 export function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'plantstore-proc-'))
