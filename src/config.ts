@@ -141,7 +141,7 @@ export const ConfigSchema = Type.Object({
     {
       default: 'info',
       description:
-        'Logs go to stdout: JSON lines, one per request when it completes (request id, method, route, status, duration, account and token id; never the token: the `Authorization` header is redacted everywhere), human-readable (pino-pretty) when stdout is a terminal.',
+        'Logs go to stdout: JSON lines, one per request when it completes (request id, method, route, status, duration, account and token id; never the token: the `Authorization` header is redacted everywhere), human-readable (pino-pretty) when stdout is a terminal. The line that shows the first start’s token is written whatever the level.',
     },
   ),
   PLANTSTORE_RATE_LIMIT: text(RATE_PATTERN, '600/min', {

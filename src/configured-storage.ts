@@ -1,5 +1,6 @@
 import { ConfigError, storageLimits, type Config } from './config.js'
 import { StorageUnavailableError } from './errors.js'
+import { wrongNodeMessage } from './native-addon.js'
 import { redactUrl } from './redact.js'
 import {
   MigrationsPendingError,
@@ -17,6 +18,9 @@ function openError(err: unknown, config: Pick<Config, 'DATABASE_URL'>): ConfigEr
       `DATABASE_URL: unsupported database URL "${redactUrl(err.url)}" (expected sqlite:<path> or postgres://...)`,
     )
   const cause = err instanceof StorageUnavailableError ? err.cause : err
+  // Not a database problem: the SQLite driver was built for another Node.js.
+  const wrongNode = wrongNodeMessage(cause)
+  if (wrongNode !== undefined) return new ConfigError(wrongNode)
   const reason = cause instanceof Error ? cause.message : String(cause)
   return new ConfigError(`DATABASE_URL: cannot open ${redactUrl(config.DATABASE_URL)}: ${reason}`)
 }

@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { FastifyBaseLogger } from 'fastify'
 import { buildApp, closeAll } from './app.js'
 import { parseRate } from './limits/rate.js'
 import type { Redis } from 'ioredis'
 import { connectRedis } from './limits/redis.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
+import { DEFAULT_SCOPES } from './auth/tokens.js'
 import { ConfigError, connectionLimits, deliverySettings, httpTimeouts, trustProxy, type Config } from './config.js'
 import { openConfiguredStorage } from './configured-storage.js'
 
@@ -11,13 +13,28 @@ function bootstrapBanner(secret: string, url: string): string {
   return [
     '',
     `plantstore: this store had no API tokens, so one was created for account "${BOOTSTRAP_ACCOUNT}"`,
-    'with scopes plants:read and plants:write. It is shown only this once; keep it somewhere safe:',
+    `with scopes ${DEFAULT_SCOPES.join(' and ')}. It is shown only this once; keep it somewhere safe:`,
     '',
     `    ${secret}`,
     '',
     `Try it:  curl -H "Authorization: Bearer ${secret}" ${url}/plants`,
     '',
   ].join('\n')
+}
+
+/**
+ * Shows the token the first start created, once: as a banner to a person at a terminal, else as one JSON log line
+ * with the token in it (a plain-text banner among JSON lines breaks log shippers), whatever LOG_LEVEL says, since it
+ * is shown nowhere else.
+ */
+function showFirstToken(log: FastifyBaseLogger, secret: string, url: string): void {
+  if (process.stdout.isTTY === true) return void process.stdout.write(bootstrapBanner(secret, url) + '\n')
+  log
+    .child({}, { level: 'info' })
+    .info(
+      { account: BOOTSTRAP_ACCOUNT, scopes: DEFAULT_SCOPES, token: secret },
+      'this store had no API tokens, so one was created; it is shown only this once',
+    )
 }
 
 function listenError(err: unknown, config: Config): Error {
@@ -80,7 +97,7 @@ export async function serve(config: Config): Promise<void> {
   try {
     // Only once listening: a first start that fails must not use up the token it would have shown.
     const generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)
-    if (generated !== undefined) process.stdout.write(bootstrapBanner(generated, address) + '\n')
+    if (generated !== undefined) showFirstToken(app.log, generated, address)
   } catch (err) {
     // A server without its first token would keep the process alive and serving.
     await app.close().catch((closeErr: unknown) => app.log.error({ err: closeErr }, 'closing after a failed start'))

@@ -62,7 +62,7 @@ const graph = new Map(sources(SRC).map((file) => [relative(SRC, file), importsOf
  */
 const LAYERS: Array<[layer: string, modules: RegExp]> = [
   ['storage', /^storage\//],
-  ['base', /^(errors|redact|version)\.ts$/],
+  ['base', /^(errors|native-addon|redact|version)\.ts$/],
   ['domain', /^(auth|webhooks|limits|schemas)\/|^(config|configured-storage)\.ts$/],
   ['http', /^(routes|plugins)\//],
   ['app', /^app\.ts$/],

@@ -18,11 +18,18 @@ Commands:
 
 Run plantstore <command> --help for a command's options.`
 
-const COMMANDS: Record<string, { help: string; run: (args: string[]) => Promise<void> }> = {
+interface Command {
+  help: string
+  run: (args: string[]) => Promise<void>
+  /** Does nothing without a subcommand: its help is the answer then. */
+  subcommands?: true
+}
+
+const COMMANDS: Record<string, Command> = {
   // Loaded only when run: the other commands never load the HTTP server and its dependencies.
   serve: { help: SERVE_HELP, run: async (args) => (await import('./serve.js')).serveCommand(args) },
-  tokens: { help: TOKENS_HELP, run: tokensCommand },
-  webhooks: { help: WEBHOOKS_HELP, run: webhooksCommand },
+  tokens: { help: TOKENS_HELP, run: tokensCommand, subcommands: true },
+  webhooks: { help: WEBHOOKS_HELP, run: webhooksCommand, subcommands: true },
   migrate: { help: MIGRATE_HELP, run: migrateCommand },
 }
 
@@ -35,7 +42,8 @@ async function main(argv: string[]): Promise<void> {
   if (name === '--version') return void process.stdout.write(VERSION + '\n')
   const command = COMMANDS[name]
   if (command === undefined) throw new ConfigError(`unknown command "${name}"; run plantstore --help`)
-  if (args.includes('--help') || args.includes('-h')) return void process.stdout.write(command.help + '\n')
+  const help = args.includes('--help') || args.includes('-h') || (command.subcommands && args.length === 0)
+  if (help) return void process.stdout.write(command.help + '\n')
   await command.run(args)
 }
 

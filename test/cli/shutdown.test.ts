@@ -1,45 +1,13 @@
 import assert from 'node:assert/strict'
-import { randomBytes, randomUUID } from 'node:crypto'
-import { request } from 'node:http'
+import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, describe, test } from 'node:test'
+import { heldPost } from '../helpers/held-request.js'
 import { cleanup, eventually, http, startServer, type ServerProcess } from '../helpers/server-process.js'
 
 after(cleanup)
 
 const TOKEN = 'shutdown-' + randomBytes(30).toString('base64url')
-
-/** A POST whose body is held back half-way, so it is in flight until sendRest() is called. */
-function heldPost(server: ServerProcess, id: number) {
-  const body = JSON.stringify({ id, name: 'In flight' })
-  const requestId = randomUUID()
-  const req = request(`${server.baseUrl}/plants`, {
-    method: 'POST',
-    agent: false,
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      'content-type': 'application/json',
-      'content-length': String(Buffer.byteLength(body)),
-      'x-request-id': requestId,
-    },
-  })
-  const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
-    req.once('error', reject)
-    req.once('response', (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => (text += chunk))
-      res.once('end', () => resolve({ status: res.statusCode ?? 0, text }))
-    })
-  })
-  req.write(body.slice(0, 5))
-  return {
-    response,
-    /** Resolves once the server has logged the request's arrival. */
-    arrived: () => server.waitForStdout(new RegExp(`"reqId":"${requestId}".*"request received"`)),
-    sendRest: () => req.end(body.slice(5)),
-  }
-}
 
 async function start(env: Record<string, string>): Promise<ServerProcess> {
   // debug: the line that marks a request's arrival
@@ -51,7 +19,7 @@ async function start(env: Record<string, string>): Promise<ServerProcess> {
 describe('plantstore serve, shutting down', () => {
   test('a request in flight at SIGTERM is still answered 200, even after a second signal, then the process exits 0', async () => {
     const server = await start({ SHUTDOWN_GRACE_SECONDS: '10' })
-    const held = heldPost(server, 1)
+    const held = heldPost(server, TOKEN, 1)
     await held.arrived()
     const exit = server.stop('SIGTERM')
     await server.waitForStdout(/"shutting down"/)
@@ -86,7 +54,7 @@ describe('plantstore serve, shutting down', () => {
 
   test('a request still unfinished when the grace period ends is cut, and the process exits 0', async () => {
     const server = await start({ SHUTDOWN_GRACE_SECONDS: '1' })
-    const held = heldPost(server, 2)
+    const held = heldPost(server, TOKEN, 2)
     const outcome = held.response.then(
       (res) => res,
       (err: Error) => err,

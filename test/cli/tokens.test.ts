@@ -216,6 +216,9 @@ describe('plantstore --help', { concurrency: true }, () => {
     [['--help'], /serve[\s\S]*tokens/],
     [['serve', '--help'], /--port[\s\S]*--database/],
     [['tokens', '--help'], /tokens create[\s\S]*tokens list[\s\S]*tokens revoke/],
+    // A command that does nothing without a subcommand answers with its help.
+    [['tokens'], /tokens create[\s\S]*tokens list[\s\S]*tokens revoke/],
+    [['webhooks'], /webhooks add[\s\S]*webhooks list[\s\S]*webhooks deliveries/],
   ] as const) {
     test(`plantstore ${args.join(' ')} prints usage and exits 0`, async () => {
       const result = await runCli([...args])

@@ -131,14 +131,12 @@ describe('plantstore webhooks help', { concurrency: true }, () => {
     )
   })
 
-  for (const args of [['webhooks'], ['webhooks', 'frobnicate']]) {
-    test(`plantstore ${args.join(' ')} names every subcommand`, async () => {
-      assertRefused(
-        await runCli(args),
-        `plantstore: webhooks: unknown subcommand "${args[1] ?? ''}"; expected ${SUBCOMMANDS.slice(0, -1).join(', ')} or deliveries`,
-      )
-    })
-  }
+  test('plantstore webhooks frobnicate names every subcommand', async () => {
+    assertRefused(
+      await runCli(['webhooks', 'frobnicate']),
+      `plantstore: webhooks: unknown subcommand "frobnicate"; expected ${SUBCOMMANDS.slice(0, -1).join(', ')} or deliveries`,
+    )
+  })
 })
 
 for (const backend of backends) {

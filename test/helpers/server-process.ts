@@ -33,10 +33,15 @@ function childEnv(overrides: EnvOverrides): NodeJS.ProcessEnv {
   return env
 }
 
-function spawnMain(args: string[], env: EnvOverrides, prefix: string[] = []): ChildProcess {
-  const [command, ...rest] = [...prefix, process.execPath, '--import', 'tsx', MAIN, ...args]
+/** `plantstore ...args` run from the sources, through tsx. */
+function mainCommand(args: string[]): string[] {
+  return [process.execPath, '--import', 'tsx', MAIN, ...args]
+}
+
+function spawnChild(commandLine: string[], env: EnvOverrides, cwd = REPO_ROOT): ChildProcess {
+  const [command, ...rest] = commandLine
   const child = spawn(command!, rest, {
-    cwd: REPO_ROOT,
+    cwd,
     env: childEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -45,6 +50,11 @@ function spawnMain(args: string[], env: EnvOverrides, prefix: string[] = []): Ch
   child.stdout!.setEncoding('utf8')
   child.stderr!.setEncoding('utf8')
   return child
+}
+
+/** Starts `plantstore ...args` and leaves the rest to the caller (cleanup() kills it if still running). */
+export function spawnPlantstore(args: string[], env: EnvOverrides = {}): ChildProcess {
+  return spawnChild(mainCommand(args), env)
 }
 
 /** A new temporary directory, removed by cleanup(). */
@@ -99,7 +109,7 @@ export interface CliResult {
 
 /** Runs `plantstore ...args` to completion (killed and rejected after `timeoutMs`). */
 export async function runCli(args: string[], env: EnvOverrides = {}, timeoutMs = WAIT_MS): Promise<CliResult> {
-  const child = spawnMain(args, env)
+  const child = spawnChild(mainCommand(args), env)
   let stdout = ''
   let stderr = ''
   child.stdout!.on('data', (chunk: string) => (stdout += chunk))
@@ -144,6 +154,11 @@ export interface ServerOptions {
   args?: string[]
   /** A command that runs the server, given its command line (say, `unshare` for a private mount namespace). */
   prefix?: string[]
+  /**
+   * Another way to start the server than `node --import tsx src/cli/main.ts serve`: `command` (say, `npm start --`)
+   * run in `cwd`, followed by the serve flags. `prefix` does not apply.
+   */
+  via?: { command: string[]; cwd: string }
 }
 
 const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/
@@ -151,8 +166,11 @@ const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/
 /** Starts `plantstore serve --port 0 --host 127.0.0.1 --database ...` and resolves once it listens. */
 export async function startServer(options: ServerOptions = {}): Promise<ServerProcess> {
   const database = options.database ?? tempDatabase()
-  const args = ['serve', '--port', '0', '--host', '127.0.0.1', '--database', database, ...(options.args ?? [])]
-  const child = spawnMain(args, { LOG_LEVEL: 'info', ...options.env }, options.prefix)
+  const flags = ['--port', '0', '--host', '127.0.0.1', '--database', database, ...(options.args ?? [])]
+  const env = { LOG_LEVEL: 'info', ...options.env }
+  const child = options.via
+    ? spawnChild([...options.via.command, ...flags], env, options.via.cwd)
+    : spawnChild([...(options.prefix ?? []), ...mainCommand(['serve', ...flags])], env)
   let stdout = ''
   let stderr = ''
   const listeners = new Set<() => void>()
@@ -161,7 +179,10 @@ export async function startServer(options: ServerOptions = {}): Promise<ServerPr
     for (const listener of listeners) listener()
   })
   child.stderr!.on('data', (chunk: string) => (stderr += chunk))
-  child.once('exit', () => {
+  // Until every process writing to it is gone: a server that outlives the child (started through npm) still prints.
+  let ended = false
+  child.stdout!.once('end', () => {
+    ended = true
     for (const listener of listeners) listener()
   })
 
@@ -172,7 +193,7 @@ export async function startServer(options: ServerOptions = {}): Promise<ServerPr
         if (match !== null) {
           done()
           resolve(match)
-        } else if (child.exitCode !== null || child.signalCode !== null) {
+        } else if (ended) {
           done()
           reject(new Error(`server exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}`))
         }

@@ -1,0 +1,36 @@
+// `npm run build` compiles src/ to dist/; `--if-changed` (npm start's prestart) compiles only when a source or a
+// tsconfig changed since the last build that succeeded, so an unchanged checkout starts without loading the compiler.
+// Plain JavaScript: it runs before there is anything compiled, and without tsx.
+import { execFileSync } from 'node:child_process'
+import { existsSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json'].map((input) => join(ROOT, input))
+// Written when a build succeeds, with the time it started: a build that fails leaves the old one (or none).
+const STAMP = join(ROOT, 'dist', '.built')
+
+/** The latest modification time under `path`; a folder's own counts, so that a file deleted or renamed counts. */
+function newest(path) {
+  const stat = statSync(path)
+  if (!stat.isDirectory()) return stat.mtimeMs
+  return Math.max(stat.mtimeMs, ...readdirSync(path).map((entry) => newest(join(path, entry))))
+}
+
+function changed() {
+  return !existsSync(STAMP) || Math.max(...INPUTS.map(newest)) > statSync(STAMP).mtimeMs
+}
+
+if (process.argv.includes('--if-changed') && !changed()) process.exit(0)
+const started = new Date()
+const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
+try {
+  execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: 'inherit' })
+} catch {
+  // tsc has printed its errors.
+  process.exit(1)
+}
+writeFileSync(STAMP, '')
+utimesSync(STAMP, started, started)

@@ -1,0 +1,37 @@
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+import { CONFIG_KEYS } from '../../src/config.js'
+import { REPO_ROOT, tempDatabase } from './server-process.js'
+
+// The developer's own service settings stay out of the child, as in server-process.ts.
+const OWN = new Set<string>([...CONFIG_KEYS, 'NODE_TEST_CONTEXT'])
+
+/**
+ * Runs `plantstore serve` under util-linux `script`, which gives it a pseudo-terminal, until `done` matches what it
+ * printed; resolves with that output once it has exited.
+ */
+export function serveOnTerminal(done: RegExp): Promise<string> {
+  const main = join(REPO_ROOT, 'src', 'cli', 'main.ts')
+  const command = `${process.execPath} --import tsx ${main} serve --port 0 --database ${tempDatabase()}`
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !OWN.has(key)))
+  const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: REPO_ROOT, env: { ...env, LOG_LEVEL: 'info' } })
+  let output = ''
+  return new Promise((resolve, reject) => {
+    const fail = (message: string) => {
+      child.kill('SIGKILL')
+      reject(new Error(`${message}:\n${output}`))
+    }
+    const timer = setTimeout(() => fail(`no ${done} within 15 s, or no exit after it`), 15_000)
+    child.once('error', (err) => fail(`cannot run script (util-linux): ${err.message}`))
+    child.once('exit', () => {
+      clearTimeout(timer)
+      if (done.test(output)) resolve(output)
+      else reject(new Error(`script exited before ${done}:\n${output}`))
+    })
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (chunk: string) => {
+      output += chunk
+      if (done.test(output)) child.kill('SIGTERM')
+    })
+  })
+}
