@@ -49,7 +49,8 @@ measured; the report compares the twins and gives the dispatcher's claim time pe
   --scenarios LIST   comma-separated (default all), from:
                      ${SCENARIOS.map((s) => s.name).join(', ')}
   --node PATH        run the services and plain handlers on this node binary too, side by side, labelled with
-                     its version (repeatable); better-sqlite3 is built for it once (headers in PATH/../../include)
+                     its version (repeatable); better-sqlite3 is built for it once, against the headers its
+                     distribution ships in bin/../include/node (bench/README.md)
   --out FILE         report file (default bench/results.md)`
 
 /** Keyset pages need a page after the first and before the last one: 2 pages and a plant at least. */
