@@ -16,6 +16,8 @@ export interface BenchOptions {
   /** Plants in each account (ids 1..n), and the backlog scenarios' events queued per subscription. */
   sizes: BenchSizes
   scenarios: Scenario[]
+  /** Other node binaries the services and plain handlers run on too (--node). */
+  nodes: string[]
   out: string
   /** The arguments as given, for the report's command line. */
   args: string[]
@@ -24,8 +26,9 @@ export interface BenchOptions {
 export const HELP = `Usage: npm run bench -- [options]
 
 Benchmarks the service (SQLite; PostgreSQL too when PLANTSTORE_BENCH_POSTGRES_URL is set) against a bare
-node:http reference server with wrk, in interleaved rounds, and writes the results as Markdown. The services'
-databases are seeded before they start: schema and tokens with the service's CLI, plants in bulk with SQL.
+node:http reference server and a plain Fastify handler per backend (bench/plain-server.ts) with wrk, in
+interleaved rounds, and writes the results as Markdown. Servers run on the first node on PATH. The databases
+are seeded before the servers start: schema and tokens with the service's CLI, plants in bulk with SQL.
 The backlog scenarios run on twin services per backend instead, seeded alike but for another account's queued
 webhook deliveries, which the service delivers to a slow receiver on loopback while the listed account is
 measured; the report compares the twins and gives the dispatcher's claim time per call from /metrics.
@@ -45,6 +48,9 @@ measured; the report compares the twins and gives the dispatcher's claim time pe
                      per plant it holds (default 50000: 500,000 queued deliveries)
   --scenarios LIST   comma-separated (default all), from:
                      ${SCENARIOS.map((s) => s.name).join(', ')}
+  --node PATH        run the services and plain handlers on this node binary too, side by side, labelled with
+                     its version (repeatable); better-sqlite3 is built for it once, against the headers its
+                     distribution ships in bin/../include/node (bench/README.md)
   --out FILE         report file (default bench/results.md)`
 
 /** Keyset pages need a page after the first and before the last one: 2 pages and a plant at least. */
@@ -74,6 +80,7 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
       large: { type: 'string' },
       backlog: { type: 'string' },
       scenarios: { type: 'string' },
+      node: { type: 'string', multiple: true },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -98,6 +105,7 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
     threads: integer('threads', values.threads, 1, 1),
     sizes,
     scenarios: selectScenarios(values.scenarios ?? SCENARIOS.map((s) => s.name).join(',')),
+    nodes: values.node ?? [],
     out: values.out ?? 'bench/results.md',
     args,
   }

@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util'
 import { bulkSeed } from './bulk-seed.js'
 import { Cleanup } from './cleanup.js'
 import { detectPinning, pinSelf, requireWrk } from './machine.js'
-import { createBenchSchema } from './postgres.js'
+import { freshDatabase } from './databases.js'
 import { catalogueEnv } from './plants.js'
 import { summariseProfile } from './profile-summary.js'
 import { REPO_DIR, startService } from './servers.js'
@@ -81,14 +81,10 @@ async function main(): Promise<void> {
   try {
     const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-profile-'))
     cleanup.add('remove temp folder', () => rmSync(tmpDir, { recursive: true, force: true }))
-    let databaseUrl = `sqlite:${path.join(tmpDir, 'profile.db')}`
-    if (opts.postgresUrl !== undefined) {
-      const schema = await createBenchSchema(opts.postgresUrl)
-      cleanup.add(`drop schema ${schema.name}`, schema.drop)
-      databaseUrl = schema.databaseUrl
-    }
-    const profileDir = path.join(tmpDir, 'profile')
     const context = { cpu: pinning.serverCpu, tmpDir, cleanup }
+    const backend = opts.postgresUrl === undefined ? 'SQLite' : 'PostgreSQL'
+    const databaseUrl = await freshDatabase(backend, 'profile', context, opts.postgresUrl)
+    const profileDir = path.join(tmpDir, 'profile')
     // As npm run bench does: schema and token through the CLI, 1,000 plants with SQL, before the service starts.
     const [account] = await bulkSeed(databaseUrl, [{ name: 'bench-list', plants: 1000 }])
     const token = account?.token ?? ''

@@ -47,6 +47,8 @@ export interface Row {
   loadOtherPct: number | undefined
   /** Reference scenarios: service req/s over the reference's, per round (empty for the reference itself). */
   ratios: number[]
+  /** Reference scenarios, services: req/s over the plain handler's of the same backend and Node, per round. */
+  vsPlain: number[]
 }
 
 function corePct(measurements: Measurement[], share: (core: CoreReport) => number): number | undefined {
@@ -54,13 +56,23 @@ function corePct(measurements: Measurement[], share: (core: CoreReport) => numbe
   return median(measurements.map((m) => (m.core ? share(m.core) : 0) * 100))
 }
 
-export function rowFor(measurements: Measurement[], server: string, account: AccountKey): Row | undefined {
+/** Each run's req/s over `baseline`'s in the same round (empty without a baseline). */
+function perRound(own: Measurement[], measurements: Measurement[], baseline: string | undefined): number[] {
+  return own.flatMap((m) => {
+    const base = measurements.find((b) => b.server === baseline && b.round === m.round && b.server !== m.server)
+    return base === undefined ? [] : [m.wrk.rps / base.wrk.rps]
+  })
+}
+
+/** A server's row in one scenario; `plain`, the plain handler a service is compared with too. */
+export function rowFor(
+  measurements: Measurement[],
+  server: string,
+  account: AccountKey,
+  plain?: string,
+): Row | undefined {
   const own = measurements.filter((m) => m.server === server && m.account === account)
   if (own.length === 0) return undefined
-  const ratios = own.flatMap((m) => {
-    const reference = measurements.find((r) => r.server === REFERENCE && r.round === m.round)
-    return server === REFERENCE || reference === undefined ? [] : [m.wrk.rps / reference.wrk.rps]
-  })
   return {
     server,
     account,
@@ -73,7 +85,8 @@ export function rowFor(measurements: Measurement[], server: string, account: Acc
     serverCpuPct: corePct(own, (core) => core.server.own),
     otherCpuPct: corePct(own, (core) => core.server.other),
     loadOtherPct: corePct(own, (core) => core.load.other),
-    ratios,
+    ratios: perRound(own, measurements, REFERENCE),
+    vsPlain: perRound(own, measurements, plain),
   }
 }
 
@@ -87,6 +100,11 @@ export const spread = (values: number[]): string =>
 export function ratioText(row: Row): string {
   if (row.ratios.length === 0) return row.server === REFERENCE ? '1.00 (itself)' : 'n/a'
   return spread(row.ratios)
+}
+
+/** "0.42 (0.40–0.45)" for a service; '' for a server without a plain handler to compare with. */
+export function plainText(row: Row): string {
+  return row.vsPlain.length === 0 ? '' : spread(row.vsPlain)
 }
 
 export function errorText(row: Row): string {

@@ -11,6 +11,7 @@ import {
   int,
   ms,
   pct,
+  plainText,
   ratio,
   ratioText,
   REFERENCE,
@@ -47,6 +48,8 @@ export interface ReportContext {
   scenarios: Scenario[]
   /** Server labels in run order, reference first. */
   servers: string[]
+  /** Each service's label → the label of the plain handler on the same backend and Node. */
+  plain: Record<string, string>
   /** The backlog scenarios' twin services per backend (their labels are in `servers` too). */
   twins: TwinPair[]
   measurements: Measurement[]
@@ -74,7 +77,9 @@ function scenarioMeasurements(context: ReportContext, scenario: Scenario): Measu
 function rowsFor(context: ReportContext, scenario: Scenario): Row[] {
   const measurements = scenarioMeasurements(context, scenario)
   const accounts: AccountKey[] = scenario.compare === 'size' ? ['small', 'large'] : ['list']
-  return context.servers.flatMap((server) => accounts.flatMap((account) => rowFor(measurements, server, account) ?? []))
+  return context.servers.flatMap((server) =>
+    accounts.flatMap((account) => rowFor(measurements, server, account, context.plain[server]) ?? []),
+  )
 }
 
 function sizeRowsFor(context: ReportContext, scenario: Scenario): SizeRow[] {
@@ -107,16 +112,17 @@ function referenceSection(context: ReportContext, scenario: Scenario): string[] 
   const lines = [
     `### ${scenario.name}: ${scenario.description(context.sizes)}`,
     '',
-    '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | server core: own / other | wrk core: other | req/s vs reference: median (min–max) |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    '| server | req/s | p50 ms | p99 ms | peak RSS MiB | errors | server core: own / other | wrk core: other | req/s vs reference: median (min–max) | vs plain handler |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |',
     ...rows.map(
       (r) =>
-        `| ${r.server} | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.serverCpuPct)} / ${pct(r.otherCpuPct)} | ${pct(r.loadOtherPct)} | ${ratioText(r)} |`,
+        `| ${r.server} | ${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errorText(r)} | ${pct(r.serverCpuPct)} / ${pct(r.otherCpuPct)} | ${pct(r.loadOtherPct)} | ${ratioText(r)} | ${plainText(r) || '–'} |`,
     ),
     '',
   ]
   for (const row of rows.filter((r) => r.ratios.length > 0)) {
-    lines.push(`${row.server} per round: ${row.ratios.map(ratio).join(', ')}`, '')
+    const plain = row.vsPlain.length === 0 ? '' : `; vs plain handler ${row.vsPlain.map(ratio).join(', ')}`
+    lines.push(`${row.server} per round: vs reference ${row.ratios.map(ratio).join(', ')}${plain}`, '')
   }
   return lines
 }
@@ -151,42 +157,46 @@ function scenarioSection(context: ReportContext, scenario: Scenario): string[] {
   return scenario.compare === 'size' ? sizeSection(context, scenario) : referenceSection(context, scenario)
 }
 
-/** The services the reference and size scenarios ran on: neither the reference nor a backlog twin. */
-function plainServices(context: ReportContext): string[] {
+/** The servers the reference and size scenarios ran on: neither the reference nor a backlog twin. */
+function measuredServers(context: ReportContext): string[] {
   const twins = context.twins.flatMap((pair) => [pair.without, pair.with])
   return context.servers.filter((server) => server !== REFERENCE && !twins.includes(server))
 }
 
-/** The backends measured, each a column of the targets table. */
-function backends(context: ReportContext): string[] {
-  const plain = plainServices(context)
-  return [...plain, ...context.twins.map((pair) => pair.backend).filter((backend) => !plain.includes(backend))]
+/** The services measured (not the plain handlers), each a column of the targets table, backlog-only ones last. */
+function services(context: ReportContext): string[] {
+  const plain = Object.values(context.plain)
+  const own = measuredServers(context).filter((server) => !plain.includes(server))
+  return [...own, ...context.twins.map((pair) => pair.backend).filter((backend) => !own.includes(backend))]
 }
 
-/** "SQLite: get 0.41 (0.39–0.44), post …": a line per backend, reference scenarios only. */
-function backendLines(context: ReportContext): string[] {
-  return plainServices(context).map((server) => {
-    const parts = context.scenarios
-      .filter((scenario) => scenario.compare === 'reference')
-      .flatMap((scenario) => {
-        const row = rowsFor(context, scenario).find((r) => r.server === server)
-        return row ? [`${scenario.name} ${ratioText(row)}`] : []
-      })
-    return `- **${server}**: ${parts.join(', ')}`
+/** "- **SQLite**: get …, post …": a line per server with a figure in a scenario of the kind. */
+function summaryLines(
+  context: ReportContext,
+  kind: Scenario['compare'],
+  figure: (scenario: Scenario, server: string) => string | undefined,
+): string[] {
+  const scenarios = context.scenarios.filter((scenario) => scenario.compare === kind)
+  return measuredServers(context).flatMap((server) => {
+    const parts = scenarios.flatMap((scenario) => {
+      const text = figure(scenario, server)
+      return text === undefined ? [] : [`${scenario.name} ${text}`]
+    })
+    return parts.length === 0 ? [] : [`- **${server}**: ${parts.join('; ')}`]
   })
 }
 
-/** "SQLite: size-first 1.02 (0.98–1.05) within, …": a line per backend, size scenarios only. */
-function sizeLines(context: ReportContext): string[] {
-  return plainServices(context).map((server) => {
-    const parts = context.scenarios
-      .filter((scenario) => scenario.compare === 'size')
-      .flatMap((scenario) => {
-        const row = sizeRowsFor(context, scenario).find((r) => r.server === server)
-        return row ? [`${scenario.name} ${spread(row.pageTime)} (${verdict(row)})`] : []
-      })
-    return `- **${server}**: ${parts.join(', ')}`
-  })
+/** "get 0.16 (0.12–0.19) of the reference, 0.42 (0.38–0.47) of the plain handler". */
+function referenceFigure(context: ReportContext, scenario: Scenario, server: string): string | undefined {
+  const row = rowsFor(context, scenario).find((r) => r.server === server)
+  if (row === undefined) return undefined
+  const plain = plainText(row)
+  return `${ratioText(row)} of the reference${plain === '' ? '' : `, ${plain} of the plain handler`}`
+}
+
+function sizeFigure(context: ReportContext, scenario: Scenario, server: string): string | undefined {
+  const row = sizeRowsFor(context, scenario).find((r) => r.server === server)
+  return row && `${spread(row.pageTime)} (${verdict(row)})`
 }
 
 /** "SQLite" for the listed account, "SQLite (large account)" for the others. */
@@ -232,14 +242,19 @@ function busyNotes(measurements: Measurement[]): string[] {
 function summarySections(context: ReportContext): string[] {
   const lines: string[] = []
   if (context.scenarios.some((scenario) => scenario.compare === 'reference')) {
-    lines.push('## Service vs reference (req/s ratio per backend)', '', ...backendLines(context), '')
+    lines.push(
+      '## Service vs reference and vs plain handler (req/s ratios)',
+      '',
+      ...summaryLines(context, 'reference', (scenario, server) => referenceFigure(context, scenario, server)),
+      '',
+    )
   }
   if (context.scenarios.some((scenario) => scenario.compare === 'size')) {
     const { small, large } = context.sizes
     lines.push(
       `## Page cost vs store size (page time at ${count(large)} plants over at ${count(small)}; target ≤ ${SIZE_TARGET})`,
       '',
-      ...sizeLines(context),
+      ...summaryLines(context, 'size', (scenario, server) => sizeFigure(context, scenario, server)),
       '',
     )
   }
@@ -285,10 +300,14 @@ function scenarioNamed(context: ReportContext, name: string): Scenario | undefin
   return context.scenarios.find((scenario) => scenario.name === name)
 }
 
+function rowNamed(context: ReportContext, name: string, server: string) {
+  const scenario = scenarioNamed(context, name)
+  return scenario && rowsFor(context, scenario).find((r) => r.server === server)
+}
+
 function ratioTarget(name: string, least: number): (typeof TARGETS)[number]['value'] {
   return (context, server) => {
-    const scenario = scenarioNamed(context, name)
-    const row = scenario && rowsFor(context, scenario).find((r) => r.server === server)
+    const row = rowNamed(context, name, server)
     if (row === undefined || row.ratios.length === 0) return undefined
     return { text: ratio(median(row.ratios)), met: median(row.ratios) >= least }
   }
@@ -296,8 +315,7 @@ function ratioTarget(name: string, least: number): (typeof TARGETS)[number]['val
 
 function p99Target(name: string, belowMs: number): (typeof TARGETS)[number]['value'] {
   return (context, server) => {
-    const scenario = scenarioNamed(context, name)
-    const row = scenario && rowsFor(context, scenario).find((r) => r.server === server)
+    const row = rowNamed(context, name, server)
     return row && { text: `${ms(row.p99Ms)} ms`, met: row.p99Ms < belowMs }
   }
 }
@@ -312,9 +330,9 @@ function sizeTarget(name: string): (typeof TARGETS)[number]['value'] {
 
 /** The targets table: a column per backend, each figure marked met or missed. */
 function targetSection(context: ReportContext): string[] {
-  const services = backends(context)
+  const columns = services(context)
   const rows = TARGETS.map(({ target, value }) => {
-    const cells = services.map((server) => {
+    const cells = columns.map((server) => {
       const result = value(context, server)
       return result === undefined ? 'not measured' : `${result.text} ${result.met ? 'met' : '**missed**'}`
     })
@@ -323,8 +341,8 @@ function targetSection(context: ReportContext): string[] {
   return [
     '## Targets (issues 5 and 14)',
     '',
-    `| target | ${services.join(' | ')} |`,
-    `| --- | ${services.map(() => '---').join(' | ')} |`,
+    `| target | ${columns.join(' | ')} |`,
+    `| --- | ${columns.map(() => '---').join(' | ')} |`,
     ...rows,
     '',
     "Where a target is missed, the README's Performance section says where the time goes and what was tried.",
@@ -354,7 +372,9 @@ export function markdownReport(context: ReportContext): string {
     '',
     'Written by `npm run bench` (bench/run.ts). Figures are medians across rounds; "vs reference" is the median',
     "of per-round ratios, service req/s over the reference server's req/s in the same round (1.00 would mean the",
-    'service is as fast as bare node:http), with the lowest and highest round in brackets.',
+    'service is as fast as bare node:http), with the lowest and highest round in brackets. "vs plain handler" is',
+    'the same against the plain Fastify handler of the same backend on the same Node (bench/plain-server.ts: route,',
+    'bearer compare, keyset page, insert with the same durability, nothing else): what the features cost.',
     '',
     ...(context.scenarios.some((s) => s.compare === 'size')
       ? [
@@ -422,7 +442,8 @@ export function textTable(context: ReportContext): string {
   const rows = context.scenarios.flatMap((scenario) => {
     const sizeRows = scenario.compare === 'size' ? sizeRowsFor(context, scenario) : []
     return rowsFor(context, scenario).map((r) => {
-      let ratioCell = r.server === REFERENCE ? '' : `${ratioText(r)} vs reference`
+      const plain = plainText(r)
+      let ratioCell = r.server === REFERENCE ? '' : `${ratioText(r)} vs reference${plain && `, ${plain} vs plain`}`
       let server = r.server
       if (scenario.compare === 'size') {
         server = `${r.server} ${count(context.sizes[r.account])}`

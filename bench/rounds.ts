@@ -27,6 +27,12 @@ export interface Target {
   twin?: { backend: string; backlog: boolean }
 }
 
+/** A server under test with no runs yet; a pool of ids to delete when it stores plants (not the reference). */
+export function newTarget(server: Server, tokens: Target['tokens'], databaseUrl?: string): Target {
+  const pool = databaseUrl === undefined ? undefined : new IdPool()
+  return { server, tokens, databaseUrl, pool, rates: new Map(), seededToDelete: 0 }
+}
+
 export interface RoundsContext {
   options: BenchOptions
   /** Cursors of the deep pages of each account, comma-separated (the same ids on every service). */
@@ -159,7 +165,7 @@ function progressLine(
       : `  server core: own ${percent(core.server.own)} other ${percent(core.server.other)};` +
         ` wrk core: other ${percent(core.load.other)}`
   return (
-    `  ${scenario.name} ${round}/${rounds} ${label.padEnd(15)} ${Math.round(wrk.rps).toString().padStart(7)} req/s` +
+    `  ${scenario.name} ${round}/${rounds} ${label.padEnd(27)} ${Math.round(wrk.rps).toString().padStart(7)} req/s` +
     `  p50 ${wrk.p50Ms.toFixed(2)} ms  p99 ${wrk.p99Ms.toFixed(2)} ms${other}${warning}`
   )
 }
@@ -189,22 +195,18 @@ function roundPlan(scenario: Scenario, targets: Target[], round: number): Array<
         ),
       )
   }
-  // Size: the services only, each on both accounts back to back; the order flips every round, so neither
-  // account always runs first (after the other account's load, or right after another server's).
+  // Size: the services only (those holding both accounts), each on both accounts back to back; the order flips
+  // every round, so neither account always runs first (after the other account's load, or right after another
+  // server's).
   const accounts: AccountKey[] = round % 2 === 1 ? ['small', 'large'] : ['large', 'small']
   return targets
-    .filter((target) => target.pool !== undefined)
+    .filter((target) => target.tokens.small !== undefined && target.tokens.large !== undefined)
     .flatMap((target) => accounts.map((account): [Target, AccountKey] => [target, account]))
 }
 
 /** Measured seconds of one run of the scenario. */
 export function runSeconds(scenario: Scenario, options: BenchOptions): number {
   return scenario.compare === 'size' ? options.sizeDuration : options.duration
-}
-
-/** How many runs one round of the scenario makes over these targets (for the time estimate). */
-export function runsPerRound(scenario: Scenario, targets: Target[]): number {
-  return roundPlan(scenario, targets, 1).length
 }
 
 /**

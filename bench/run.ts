@@ -9,16 +9,18 @@ import os from 'node:os'
 import path from 'node:path'
 import { bulkSeed, type AccountPlan, type SeededAccount } from './bulk-seed.js'
 import { Cleanup } from './cleanup.js'
-import { IdBlocks, IdPool } from './id-pool.js'
+import { BACKENDS, freshDatabase, type Backend } from './databases.js'
+import { IdBlocks } from './id-pool.js'
 import { detectPinning, machineSummary, pinSelf, requireWrk, wrkVersion, type Pinning } from './machine.js'
 import { HELP, parseOptions, type BenchOptions } from './options.js'
 import { CATALOGUE, listBody, pageBody } from './plants.js'
 import { defaultText } from '../src/config.js'
 import { redactUrl } from '../src/redact.js'
 import { encodeCursor } from '../src/routes/cursor.js'
-import { createBenchSchema, postgresVersion } from './postgres.js'
+import { postgresVersion } from './postgres.js'
 import { errorLines, markdownReport, REFERENCE, textTable, type Measurement } from './report.js'
-import { runScenario, runSeconds, type RoundsContext, type Target } from './rounds.js'
+import { newTarget, runScenario, runSeconds, type RoundsContext, type Target } from './rounds.js'
+import { prepareRuntimes, type Runtime } from './runtimes.js'
 import {
   ACCOUNT_NAMES,
   BACKLOG_SUBSCRIPTIONS,
@@ -29,11 +31,12 @@ import {
   type AccountSizes,
 } from './scenarios.js'
 import { getPage } from './http.js'
-import { REPO_DIR, startReference, startService, type ServerContext } from './servers.js'
+import { REPO_DIR, slug, startPlain, startReference, startService, type ServerContext } from './servers.js'
 import { checkTwinWrites, seedTwins, startTwins, type SeededTwins } from './twins.js'
 import { startReceiver } from './webhook-receiver.js'
 
 const POSTGRES_URL = process.env.PLANTSTORE_BENCH_POSTGRES_URL || undefined
+const BACKENDS_RUN = BACKENDS.filter((backend) => backend === 'SQLite' || POSTGRES_URL !== undefined)
 
 /** Deep-page cursors per account: positions spread evenly across it, the Lua script picks among them at random. */
 const DEEP_CURSORS = 1000
@@ -59,8 +62,35 @@ function neededAccounts(options: BenchOptions): AccountKey[] {
   return keys
 }
 
-function plansFor(options: BenchOptions): AccountPlan[] {
-  return neededAccounts(options).map((key) => ({ name: ACCOUNT_NAMES[key], plants: options.sizes[key] }))
+/**
+ * A server measured beside the reference: the service, or the plain handler (bench/plain-server.ts), on a backend
+ * and a Node binary. The service holds every account the chosen scenarios need; the plain handler, there only for
+ * the reference scenarios, the listed one.
+ */
+interface Variant {
+  kind: 'service' | 'plain'
+  backend: Backend
+  runtime: Runtime
+  label: string
+  accounts: AccountKey[]
+}
+
+function variantsFor(options: BenchOptions, runtimes: Runtime[]): Variant[] {
+  const accounts = neededAccounts(options)
+  // Only the backlog scenarios chosen: their twins are all the services needed.
+  if (accounts.length === 0) return []
+  const kinds = accounts.includes('list') ? (['service', 'plain'] as const) : (['service'] as const)
+  return runtimes.flatMap((runtime) =>
+    BACKENDS_RUN.flatMap((backend) =>
+      kinds.map((kind) => ({
+        kind,
+        backend,
+        runtime,
+        label: `${backend}${kind === 'plain' ? ' plain' : ''}${runtime.tag}`,
+        accounts: kind === 'plain' ? (['list'] as AccountKey[]) : accounts,
+      })),
+    ),
+  )
 }
 
 function tokensOf(seeded: SeededAccount[]): Target['tokens'] {
@@ -72,41 +102,35 @@ function tokensOf(seeded: SeededAccount[]): Target['tokens'] {
   return tokens
 }
 
-function newTarget(server: Target['server'], tokens: Target['tokens'], databaseUrl?: string): Target {
-  const pool = databaseUrl === undefined ? undefined : new IdPool()
-  return { server, tokens, databaseUrl, pool, rates: new Map(), seededToDelete: 0 }
-}
-
-/** Seeds a backend's database (bench/bulk-seed.ts), then starts the service on it; a line for the report. */
-async function seededService(
-  label: 'SQLite' | 'PostgreSQL',
-  databaseUrl: string,
-  options: BenchOptions,
-  context: ServerContext,
-) {
+/** Seeds a fresh database for the variant (bench/bulk-seed.ts), then starts it on it; a line for the report. */
+async function seededServer(variant: Variant, options: BenchOptions, context: ServerContext) {
+  const databaseUrl = await freshDatabase(variant.backend, slug(variant.label), context, POSTGRES_URL)
   const started = performance.now()
-  const seeded = await bulkSeed(databaseUrl, plansFor(options))
+  const plans: AccountPlan[] = variant.accounts.map((key) => ({ name: ACCOUNT_NAMES[key], plants: options.sizes[key] }))
+  const seeded = await bulkSeed(databaseUrl, plans)
   const seconds = (performance.now() - started) / 1000
   const plants = seeded.map((a) => `${count(a.plants)} in ${a.insertSeconds.toFixed(1)} s`).join(', ')
   const how =
-    label === 'SQLite'
+    variant.backend === 'SQLite'
       ? 'one prepared INSERT run per plant in one transaction (better-sqlite3)'
       : 'one INSERT … SELECT FROM generate_series per account, then VACUUM (ANALYZE) plants (what autovacuum would soon do)'
-  const line = `${label}: ${how}; plants inserted ${plants}; ${seconds.toFixed(1)} s with the CLI calls`
-  log(`seeded ${label}: ${plants} (${seconds.toFixed(1)} s in all)`)
+  const line = `${variant.label}: ${how}; plants inserted ${plants}; ${seconds.toFixed(1)} s with the CLI calls`
+  log(`seeded ${variant.label}: ${plants} (${seconds.toFixed(1)} s in all)`)
   const tokens = tokensOf(seeded)
-  const probe = seeded[0]?.token ?? ''
-  const server = await startService(label, databaseUrl, probe, context)
+  const { label, runtime } = variant
+  const server =
+    variant.kind === 'service'
+      ? await startService(label, databaseUrl, seeded[0]?.token ?? '', context, { runtime })
+      : await startPlain(label, databaseUrl, ACCOUNT_NAMES.list, tokens.list ?? '', context, runtime)
   return { target: newTarget(server, tokens, databaseUrl), line }
 }
 
 /**
- * The reference (when a scenario compares with it), SQLite on a fresh file and PostgreSQL in a fresh schema when
- * configured, each service seeded before it starts; all on the servers' core. The three get ready side by side
- * (the seeding is mostly waiting for CLI processes and the database); all settle before any failure is thrown, so
- * cleanup knows every server and schema.
+ * The reference (when a scenario compares with it), then every variant on a database of its own, seeded before it
+ * starts; all on the servers' core. They get ready side by side (the seeding is mostly waiting for CLI processes and
+ * the database); all settle before any failure is thrown, so cleanup knows every server and schema.
  */
-async function startTargets(options: BenchOptions, context: ServerContext) {
+async function startTargets(options: BenchOptions, context: ServerContext, variants: Variant[]) {
   const starts: Array<Promise<{ target: Target; line?: string }>> = []
   if (neededAccounts(options).includes('list')) {
     const token = randomBytes(32).toString('base64url')
@@ -114,18 +138,7 @@ async function startTargets(options: BenchOptions, context: ServerContext) {
       startReference(listBody(), token, context).then((server) => ({ target: newTarget(server, { list: token }) })),
     )
   }
-  // Only the backlog scenarios chosen: their twins are all the services needed.
-  const plain = neededAccounts(options).length > 0
-  if (plain) starts.push(seededService('SQLite', `sqlite:${path.join(context.tmpDir, 'bench.db')}`, options, context))
-  if (plain && POSTGRES_URL !== undefined) {
-    starts.push(
-      createBenchSchema(POSTGRES_URL).then((schema) => {
-        context.cleanup.add(`drop schema ${schema.name}`, schema.drop)
-        log(`PostgreSQL: schema ${schema.name} at ${redactUrl(POSTGRES_URL)}`)
-        return seededService('PostgreSQL', schema.databaseUrl, options, context)
-      }),
-    )
-  }
+  for (const variant of variants) starts.push(seededServer(variant, options, context))
   const settled = await Promise.allSettled(starts)
   const failed = settled.find((result) => result.status === 'rejected')
   if (failed) throw failed.reason
@@ -137,20 +150,20 @@ async function startTargets(options: BenchOptions, context: ServerContext) {
 }
 
 /**
- * Everything measured runs on, made ready side by side: the services of the reference and size scenarios (started),
+ * Everything measured runs on, made ready side by side: the servers of the reference and size scenarios (started),
  * and the backlog twins' databases (seeded, their services start later) with the receiver their subscriptions
  * name. All settle before a failure is thrown, so cleanup knows every server and schema.
  */
-async function prepareServers(options: BenchOptions, context: ServerContext) {
+async function prepareServers(options: BenchOptions, context: ServerContext, runtimes: Runtime[]) {
   const receiver = wantsTwins(options) ? await startReceiver(context.cleanup) : undefined
-  const [plain, twins] = await Promise.allSettled([
-    startTargets(options, context),
-    receiver && seedTwins(options.sizes, POSTGRES_URL, receiver, context),
+  const [started, twins] = await Promise.allSettled([
+    startTargets(options, context, variantsFor(options, runtimes)),
+    receiver && seedTwins(options.sizes, POSTGRES_URL, receiver, context, runtimes[0]?.tag ?? ''),
   ])
-  if (plain.status === 'rejected') throw plain.reason
+  if (started.status === 'rejected') throw started.reason
   if (twins.status === 'rejected') throw twins.reason
   if (twins.value !== undefined) log(`seeded the backlog twins: ${twins.value.seeds.length} databases`)
-  return { ...plain.value, seededTwins: twins.value as SeededTwins | undefined }
+  return { ...started.value, seededTwins: twins.value as SeededTwins | undefined }
 }
 
 /** Ids after which the deep pages start: spread evenly from the second page to the one before the last. */
@@ -204,17 +217,21 @@ async function checkPages(targets: Target[], sizes: AccountSizes): Promise<void>
 
 /** What the chosen scenarios will take, roughly: seeding, then every run. */
 function estimateSeconds(options: BenchOptions): { seeding: number; runs: number } {
-  const backends = POSTGRES_URL === undefined ? ['SQLite' as const] : (['SQLite', 'PostgreSQL'] as const)
   const { list, backlog } = options.sizes
+  const nodes = 1 + options.nodes.length
   const twins = wantsTwins(options) ? 2 : 0
-  const plants = plansFor(options).reduce((sum, plan) => sum + plan.plants, 0) + twins * (list + backlog)
+  const accounts = neededAccounts(options)
+  // Per backend and Node: the service's accounts, and the plain handler's listed one.
+  const perNode = accounts.reduce((sum, key) => sum + options.sizes[key], 0) + (accounts.includes('list') ? list : 0)
+  const plants = nodes * perNode + twins * (list + backlog)
   const queued = wantsTwins(options) ? backlog * BACKLOG_SUBSCRIPTIONS : 0
   // Side by side (startTargets, seedTwins): the slower backend sets the time.
   const seeding = Math.max(
-    ...backends.map((backend) => 3 + 3 * twins + plants / INSERT_RATE[backend] + queued / QUEUE_RATE[backend]),
+    ...BACKENDS_RUN.map((backend) => 3 + 3 * twins + plants / INSERT_RATE[backend] + queued / QUEUE_RATE[backend]),
   )
+  const servers = { reference: 1 + 2 * nodes * BACKENDS_RUN.length, size: 2 * nodes * BACKENDS_RUN.length }
   const runs = options.scenarios.reduce((sum, scenario) => {
-    const perRound = scenario.compare === 'reference' ? backends.length + 1 : backends.length * 2
+    const perRound = scenario.compare === 'backlog' ? 2 * BACKENDS_RUN.length : servers[scenario.compare]
     return sum + options.rounds * perRound * (options.warmup + runSeconds(scenario, options))
   }, 0)
   return { seeding, runs }
@@ -241,6 +258,18 @@ function modeLine(options: BenchOptions): string {
   )
 }
 
+/** Each service's label → the plain handler's of the same backend and Node. */
+function plainOf(variants: Variant[]): Record<string, string> {
+  const plain: Record<string, string> = {}
+  for (const service of variants.filter((v) => v.kind === 'service')) {
+    const handler = variants.find(
+      (v) => v.kind === 'plain' && v.backend === service.backend && v.runtime === service.runtime,
+    )
+    if (handler !== undefined) plain[service.label] = handler.label
+  }
+  return plain
+}
+
 /** How every service's database was filled, whatever the backend. */
 function seedingLines(options: BenchOptions): string[] {
   const keys = neededAccounts(options)
@@ -249,13 +278,15 @@ function seedingLines(options: BenchOptions): string[] {
   const accounts = keys.map((key) => `${ACCOUNT_NAMES[key]} (${count(options.sizes[key])} plants)`)
   const untagged = CATALOGUE.filter((entry) => entry.tag === undefined).length
   return [
-    "Before each service starts, its empty database gets the schema from the service's CLI (`plantstore migrate " +
+    "Before each service starts, a database of its own gets the schema from the service's CLI (`plantstore migrate " +
       '--database URL`; the service then starts with DATABASE_MIGRATE_ON_START=false) and a token per account ' +
       `from \`plantstore tokens create --account NAME\`: ${accounts.join(', ')}. Then bench/bulk-seed.ts inserts ` +
-      "each account's plants 1..n with SQL, straight into the database (the API would take minutes to hours).",
+      "each account's plants 1..n with SQL, straight into the database (the API would take minutes to hours). " +
+      "Each plain handler's database is seeded the same way with the listed account only; the handler accepts " +
+      'that token alone.',
     `Plants are what bench/plants.ts gives for each id, the rule the Lua scripts follow for the plants they POST too: ` +
       `${CATALOGUE.length} house and garden plants (botanical names, cultivars) in turn, ${untagged} of them untagged.`,
-    'Checked before measuring, on every service and account: the first page is the expected bytes (for the listed ' +
+    'Checked before measuring, on every service, plain handler and account: the first page is the expected bytes (for the listed ' +
       "account, byte for byte the reference server's list body) and its Link header holds the cursor the harness " +
       'encodes with src/routes/cursor.ts for the deep pages; a deep page and the last page (no Link) are the ' +
       `expected bytes too. The size-deep script picks among ${DEEP_CURSORS} (fewer in a small account) cursors ` +
@@ -272,8 +303,19 @@ function serviceLine(): string {
   )
 }
 
-async function softwareLine(): Promise<string> {
-  const parts = [`Node ${process.version}`, wrkVersion()]
+/** Which Node ran what: the first on PATH runs the harness, the reference and the twins, each --node its variants. */
+function nodeText(runtimes: Runtime[]): string {
+  const [first, ...others] = runtimes
+  if (first === undefined || others.length === 0) return `Node ${process.version} (the first node on PATH)`
+  const labelled = (runtime: Runtime) => `the services and plain handlers labelled "${runtime.tag.trim()}"`
+  return [
+    `Node ${first.version} (the first node on PATH: the harness, the reference, the backlog twins and ${labelled(first)})`,
+    ...others.map((runtime) => `Node ${runtime.version} (${runtime.node}: ${labelled(runtime)})`),
+  ].join(', ')
+}
+
+async function softwareLine(runtimes: Runtime[]): Promise<string> {
+  const parts = [nodeText(runtimes), wrkVersion()]
   if (POSTGRES_URL) {
     // Its processes run wherever the scheduler puts them: on the servers' core they count as "other".
     parts.push(`${await postgresVersion(POSTGRES_URL)} (same machine, not pinned, its memory not in peak RSS)`)
@@ -293,7 +335,8 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
   const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-'))
   cleanup.add('remove temp folder', () => rmSync(tmpDir, { recursive: true, force: true }))
   const serverContext: ServerContext = { cpu: pinning.serverCpu, tmpDir, cleanup }
-  const { targets, seeding, seededTwins } = await prepareServers(options, serverContext)
+  const runtimes = await prepareRuntimes(options.nodes, serverContext, log)
+  const { targets, seeding, seededTwins } = await prepareServers(options, serverContext, runtimes)
   await checkPages(targets, options.sizes)
   // Only now: seeding used both cores (the CLI processes, the SQLite inserts) while no server was measured.
   pinSelf(pinning)
@@ -346,12 +389,13 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     command: commandLine(options),
     mode: modeLine(options),
     machine: machineSummary(),
-    software: await softwareLine(),
+    software: await softwareLine(runtimes),
     pinning: pinning.note,
     service,
     sizes: options.sizes,
     scenarios: options.scenarios,
     servers: [...targets, ...(twins?.targets ?? [])].map((t) => t.server.label),
+    plain: plainOf(variantsFor(options, runtimes)),
     twins: twins?.pairs ?? [],
     measurements,
     seeding: [...seedingLines(options), ...seeding, ...(seededTwins?.lines ?? [])],

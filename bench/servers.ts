@@ -7,12 +7,13 @@ import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 import type { Cleanup } from './cleanup.js'
 import { pinned } from './machine.js'
+import type { Runtime } from './runtimes.js'
 
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
 export const REPO_DIR = path.dirname(BENCH_DIR)
 
 export interface Server {
-  /** 'reference', 'SQLite', 'PostgreSQL': the report's row names. */
+  /** 'reference', 'SQLite', 'SQLite plain', 'PostgreSQL on Node 26'…: the report's row names. */
   label: string
   url: string
   pid: number
@@ -77,9 +78,15 @@ function stopper(child: ChildProcess): () => Promise<void> {
     })
 }
 
+/** "PostgreSQL plain on Node 26" → "postgresql_plain_on_node_26": for file and schema names. */
+export function slug(label: string): string {
+  return label.toLowerCase().replace(/[^a-z0-9]+/g, '_')
+}
+
 /**
- * Starts a server process pinned to the servers' core. Its stdout (the service's request logs: the benchmark
- * measures with logging on) goes to /dev/null; stderr goes to a file, read only to explain a failed start.
+ * Starts a server process with `node` (the harness's by default), pinned to the servers' core. Its stdout (the
+ * service's request logs: the benchmark measures with logging on) goes to /dev/null; stderr goes to a file, read
+ * only to explain a failed start.
  */
 async function startProcess(
   label: string,
@@ -87,11 +94,12 @@ async function startProcess(
   env: Record<string, string>,
   token: string,
   context: ServerContext,
+  node = process.execPath,
 ) {
   const port = await freePort()
-  const logFile = path.join(context.tmpDir, `${label.toLowerCase().replace(/[^a-z0-9]+/g, '-')}.stderr.log`)
+  const logFile = path.join(context.tmpDir, `${slug(label)}.stderr.log`)
   const stderr = openSync(logFile, 'w')
-  const [command, commandArgs] = pinned(context.cpu, process.execPath, args(port))
+  const [command, commandArgs] = pinned(context.cpu, node, args(port))
   const child = spawn(command, commandArgs, {
     cwd: REPO_DIR,
     env: { ...process.env, ...env },
@@ -106,20 +114,24 @@ async function startProcess(
   return { label, url, pid: child.pid as number, stop }
 }
 
-/** Compiles reference-server.ts to plain JavaScript in the temp folder (types only: one file, no imports). */
-function compileReference(tmpDir: string): string {
-  const source = readFileSync(path.join(BENCH_DIR, 'reference-server.ts'), 'utf8')
+/**
+ * Compiles bench/NAME.ts, a server standing alone (no import of the project's own modules), to plain JavaScript
+ * in `dir`, so it runs with node like the service's dist/ and neither pays for a TypeScript loader; its packages
+ * resolve from `dir`'s node_modules.
+ */
+export function compileScript(name: string, dir: string): string {
+  const source = readFileSync(path.join(BENCH_DIR, `${name}.ts`), 'utf8')
   const output = ts.transpileModule(source, {
     compilerOptions: { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 },
   })
-  const file = path.join(tmpDir, 'reference-server.mjs')
+  const file = path.join(dir, `${name}.mjs`)
   writeFileSync(file, output.outputText)
   return file
 }
 
 /** Starts the reference server, which accepts `token` only and answers every list request with `listBody`. */
 export function startReference(listBody: string, token: string, context: ServerContext): Promise<Server> {
-  const script = compileReference(context.tmpDir)
+  const script = compileScript('reference-server', context.tmpDir)
   return startProcess(
     'reference',
     (port) => [script, String(port)],
@@ -132,20 +144,39 @@ export function startReference(listBody: string, token: string, context: ServerC
   )
 }
 
+/** Starts the plain handler (bench/plain-server.ts) on a seeded database, accepting the account's `token` only. */
+export function startPlain(
+  label: string,
+  databaseUrl: string,
+  account: string,
+  token: string,
+  context: ServerContext,
+  runtime: Runtime,
+): Promise<Server> {
+  return startProcess(
+    label,
+    (port) => [runtime.plainServer, String(port)],
+    { PLANTSTORE_BENCH_DATABASE: databaseUrl, PLANTSTORE_BENCH_ACCOUNT: account, PLANTSTORE_BENCH_TOKEN: token },
+    token,
+    context,
+    runtime.node,
+  )
+}
+
 /**
  * Starts the built service (dist/) on a database the harness has seeded (bench/bulk-seed.ts): migrated by the CLI
  * (so the service does not migrate on start, as in production) and holding the accounts' tokens; `token` is one
  * of them, to check the service is ready. `nodeArgs` go to node before the script (the profiler passes
- * --cpu-prof); `env` adds settings (the backlog scenarios' webhook ones).
+ * --cpu-prof); `env` adds settings (the backlog scenarios' webhook ones); `runtime`, another Node binary.
  */
 export function startService(
   label: string,
   databaseUrl: string,
   token: string,
   context: ServerContext,
-  { nodeArgs = [], env = {} }: { nodeArgs?: string[]; env?: Record<string, string> } = {},
+  { nodeArgs = [], env = {}, runtime }: { nodeArgs?: string[]; env?: Record<string, string>; runtime?: Runtime } = {},
 ): Promise<Server> {
-  const main = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
+  const main = runtime?.serviceMain ?? path.join(REPO_DIR, 'dist', 'cli', 'main.js')
   return startProcess(
     label,
     (port) => [
@@ -158,5 +189,6 @@ export function startService(
     { LOG_LEVEL: 'info', DATABASE_MIGRATE_ON_START: 'false', PLANTSTORE_RATE_LIMIT: '0', ...env },
     token,
     context,
+    runtime?.node,
   )
 }

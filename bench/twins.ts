@@ -5,20 +5,15 @@
  * backlog scenarios run, since the twin with the backlog delivers all the while it runs and would take CPU from
  * every other scenario's runs on the servers' core.
  */
-import path from 'node:path'
 import { seedBacklog } from './backlog-seed.js'
 import type { TwinPair } from './backlog-report.js'
 import { bulkSeed, countPlants } from './bulk-seed.js'
 import { scrapeDispatcher, scrapeMetrics } from './claims.js'
-import { IdPool } from './id-pool.js'
-import { createBenchSchema } from './postgres.js'
-import type { Target } from './rounds.js'
+import { BACKENDS, freshDatabase, type Backend } from './databases.js'
+import { newTarget, type Target } from './rounds.js'
 import { ACCOUNT_NAMES, BACKLOG_SUBSCRIPTIONS, count, type BenchSizes } from './scenarios.js'
 import { startService, type ServerContext } from './servers.js'
 import { RECEIVER_DELAY_MS, type WebhookReceiver } from './webhook-receiver.js'
-
-const BACKENDS = ['SQLite', 'PostgreSQL'] as const
-type Backend = (typeof BACKENDS)[number]
 
 /** A seeded twin database, waiting for its service. */
 interface TwinSeed {
@@ -31,11 +26,13 @@ interface TwinSeed {
 
 export interface SeededTwins {
   seeds: TwinSeed[]
+  /** What labels the servers of the harness's Node in a run of several (" on Node 20"), else empty. */
+  tag: string
   /** How they were seeded, for the report. */
   lines: string[]
 }
 
-const label = (backend: Backend, backlog: boolean): string => `${backend} ${backlog ? 'backlog' : 'no backlog'}`
+const label = (backend: string, backlog: boolean): string => `${backend} ${backlog ? 'backlog' : 'no backlog'}`
 
 /** The settings both twins run with: the service's defaults but for what the seeded backlog needs. */
 export function twinEnv(sizes: BenchSizes): Record<string, string> {
@@ -51,6 +48,7 @@ export function twinEnv(sizes: BenchSizes): Record<string, string> {
 
 async function seedTwin(
   backend: Backend,
+  tag: string,
   backlog: boolean,
   databaseUrl: string,
   sizes: BenchSizes,
@@ -73,42 +71,37 @@ async function seedTwin(
     token: listed?.token ?? '',
     queued: seeded.queued,
     line:
-      `${label(backend, backlog)}: listed ${count(sizes.list)} plants in ${listed?.insertSeconds.toFixed(1)} s; other ` +
+      `${label(backend + tag, backlog)}: listed ${count(sizes.list)} plants in ${listed?.insertSeconds.toFixed(1)} s; other ` +
       `account's subscriptions, plants and ${what} in ${seeded.seconds.toFixed(1)} s; ${seconds.toFixed(1)} s in all`,
   }
 }
 
 /**
- * Seeds both twins of every backend side by side: SQLite files in the temp folder, PostgreSQL schemas of their own
- * (dropped by cleanup). All settle before a failure is thrown, so cleanup knows every schema.
+ * Seeds both twins of every backend side by side (freshDatabase). All settle before a failure is thrown, so cleanup
+ * knows every schema.
  */
 export async function seedTwins(
   sizes: BenchSizes,
   postgresUrl: string | undefined,
   receiver: WebhookReceiver,
   context: ServerContext,
+  tag: string,
 ): Promise<SeededTwins> {
-  const databases: Array<Promise<[Backend, boolean, string]>> = []
-  for (const backlog of [false, true]) {
-    const name = backlog ? 'backlog' : 'nobacklog'
-    databases.push(Promise.resolve(['SQLite', backlog, `sqlite:${path.join(context.tmpDir, `${name}.db`)}`]))
-    if (postgresUrl !== undefined) {
-      databases.push(
-        createBenchSchema(postgresUrl, name).then((schema): [Backend, boolean, string] => {
-          context.cleanup.add(`drop schema ${schema.name}`, schema.drop)
-          return ['PostgreSQL', backlog, schema.databaseUrl]
-        }),
-      )
-    }
-  }
+  const backends = BACKENDS.filter((backend) => backend === 'SQLite' || postgresUrl !== undefined)
   const settled = await Promise.allSettled(
-    databases.map((made) => made.then(([backend, backlog, url]) => seedTwin(backend, backlog, url, sizes, receiver))),
+    backends.flatMap((backend) =>
+      [false, true].map(async (backlog) => {
+        const url = await freshDatabase(backend, backlog ? 'backlog' : 'nobacklog', context, postgresUrl)
+        return seedTwin(backend, tag, backlog, url, sizes, receiver)
+      }),
+    ),
   )
   const failed = settled.find((result) => result.status === 'rejected')
   if (failed) throw failed.reason
   const seeds = settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []))
   return {
     seeds,
+    tag,
     lines: [
       `Backlog twins, per backend: two databases seeded alike, each with the listed account (plants 1..n as above) ` +
         `and another account holding plants 1..${count(sizes.backlog)} and ${BACKLOG_SUBSCRIPTIONS} webhook ` +
@@ -136,33 +129,28 @@ export async function startTwins(
   const ordered = [...seeded.seeds].sort((a, b) => rank(a) - rank(b))
   const targets = await Promise.all(
     ordered.map(async (seed): Promise<Target> => {
-      const server = await startService(label(seed.backend, seed.backlog), seed.databaseUrl, seed.token, context, {
-        env: twinEnv(sizes),
-      })
+      const server = await startService(
+        label(seed.backend + seeded.tag, seed.backlog),
+        seed.databaseUrl,
+        seed.token,
+        context,
+        {
+          env: twinEnv(sizes),
+        },
+      )
       const depth = (await scrapeDispatcher(server.url)).queueDepth
       // The dispatcher starts delivering at once: a few may be gone already, none may be added.
       if (depth > seed.queued || seed.queued > 0 !== depth > 0) {
         throw new Error(`${server.label}: queue depth ${depth} at start, seeded ${seed.queued}`)
       }
-      return {
-        server,
-        tokens: { list: seed.token },
-        databaseUrl: seed.databaseUrl,
-        pool: new IdPool(),
-        rates: new Map(),
-        seededToDelete: 0,
-        twin: { backend: seed.backend, backlog: seed.backlog },
-      }
+      const twin = { backend: seed.backend, backlog: seed.backlog }
+      return { ...newTarget(server, { list: seed.token }, seed.databaseUrl), twin }
     }),
   )
-  const backends = [...new Set(ordered.map((seed) => seed.backend))]
+  const backends = [...new Set(ordered.map((seed) => seed.backend + seeded.tag))]
   return {
     targets,
-    pairs: backends.map((backend) => ({
-      backend,
-      without: label(backend, false),
-      with: label(backend, true),
-    })),
+    pairs: backends.map((backend) => ({ backend, without: label(backend, false), with: label(backend, true) })),
   }
 }
 

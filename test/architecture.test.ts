@@ -130,3 +130,18 @@ describe('the import graph of src/', () => {
     assert.ok(loadedBy('cli/serve.ts').has('app.ts'), 'the graph follows imports: serve does load the app')
   })
 })
+
+describe("the benchmark's own servers", () => {
+  // The reference and the plain handler stand for what a user writes by hand: no code of the service's, and no
+  // module of the harness either, since each is compiled alone (bench/servers.ts compileScript).
+  const ALLOWED = /^(node:.*|fastify|better-sqlite3|postgres)$/
+  for (const name of ['reference-server', 'plain-server']) {
+    test(`import nothing but Node, Fastify and the database clients: bench/${name}.ts`, () => {
+      const file = join(REPO_ROOT, 'bench', `${name}.ts`)
+      const foreign = importsOf(file)
+        .map(({ target }) => target)
+        .filter((target) => !ALLOWED.test(target))
+      assert.deepEqual(foreign, [])
+    })
+  }
+})
