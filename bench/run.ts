@@ -31,7 +31,7 @@ import {
   type AccountSizes,
 } from './scenarios.js'
 import { getPage } from './http.js'
-import { REPO_DIR, slug, startPlain, startReference, startService, type ServerContext } from './servers.js'
+import { BENCH_RATE_LIMIT, REPO_DIR, slug, startPlain, startReference, startService, type ServerContext } from './servers.js'
 import { checkTwinWrites, seedTwins, startTwins, type SeededTwins } from './twins.js'
 import { startReceiver } from './webhook-receiver.js'
 
@@ -299,7 +299,7 @@ function serviceLine(): string {
   const dirty = git(['status', '--porcelain', '--', 'src']) === '' ? '' : ' with uncommitted changes in src/'
   return (
     `commit ${git(['rev-parse', '--short', 'HEAD'])}${dirty}, built to dist/ and run with node; ` +
-    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT=0; DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
+    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT=${BENCH_RATE_LIMIT} (on, never reached); DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
   )
 }
 
