@@ -23,7 +23,6 @@ import { validatorCompiler } from './schemas/validator.js'
 import type { InstrumentedStorage } from './storage/index.js'
 import { trustedPeer } from './limits/trusted-peer.js'
 import { VERSION } from './version.js'
-import { redactAuthorization } from './redact.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
 export interface AppOptions {
@@ -60,6 +59,11 @@ export interface AppOptions {
 /** At most this much log output waits in memory for a slow reader of stdout; beyond it, lines are dropped. */
 export const LOG_BUFFER_BYTES = 16 * 1024 * 1024
 
+// Secrets must never reach a log line, whatever a serializer, a child logger's bindings or a debug statement
+// prints. `*.headers...` covers req, request, res, err and any other object's headers. (A log formatter instead
+// saved about 3 µs a line, but it sees neither child bindings nor what serializers make of a request or an error.)
+const REDACT = ['headers.authorization', '*.headers.authorization']
+
 function loggerOptions(logger: AppOptions['logger']) {
   if (logger === undefined) return false
   const { pretty, stream, ...rest } = logger
@@ -71,10 +75,9 @@ function loggerOptions(logger: AppOptions['logger']) {
     stream ?? (pretty === true ? undefined : pino.destination({ dest: 1, sync: false, maxLength: LOG_BUFFER_BYTES }))
   const transport =
     pretty === true ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } } : undefined
-  // Secrets must never reach a log line, whatever a serializer or a debug statement prints.
   return {
     ...rest,
-    formatters: { log: redactAuthorization },
+    redact: REDACT,
     ...(destination && { stream: destination }),
     ...(transport && { transport }),
   }

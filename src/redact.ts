@@ -18,30 +18,3 @@ export function redactUrl(url: string): string {
   for (const name of secrets) parsed.searchParams.set(name, '***')
   return parsed.toString()
 }
-
-const CENSOR = '[Redacted]'
-
-/** `value` with its `headers.authorization` censored (a copy), or `value` itself when it carries none. */
-function censored(value: object): object {
-  const headers = (value as { headers?: unknown }).headers
-  if (headers === null || typeof headers !== 'object' || !('authorization' in headers)) return value
-  return { ...value, headers: { ...headers, authorization: CENSOR } }
-}
-
-/**
- * A log line's object with the Authorization header censored wherever a line can carry headers: its own `headers`,
- * or the `headers` of any value one level down (req, request, res, err...). Copies only what it censors. pino's
- * `redact` did the same, but parsed its paths again and cloned on every line: a third of a request line's cost.
- */
-export function redactAuthorization(object: Record<string, unknown>): Record<string, unknown> {
-  let result = censored(object) as Record<string, unknown>
-  for (const key in object) {
-    const value = object[key]
-    if (value === null || typeof value !== 'object') continue
-    const copy = censored(value)
-    if (copy === value) continue
-    if (result === object) result = { ...object }
-    result[key] = copy
-  }
-  return result
-}

@@ -63,6 +63,20 @@ describe('request log', () => {
     assert.ok(!JSON.stringify(checks).includes(secret.slice(4)), JSON.stringify(checks))
   })
 
+  test("redacts it in a child logger's bindings, and keeps what a request and an error serialise to", async () => {
+    const authorization = `Bearer ${secret}`
+    app.log.child({ headers: { authorization } }).info('redaction check 4')
+    const error = Object.assign(new Error('upstream refused'), { headers: { authorization } })
+    app.log.error({ err: error }, 'redaction check 5')
+    const checks = lines.filter((line) => /^redaction check [45]$/.test(String(line.msg)))
+    assert.equal(checks.length, 2)
+    assert.ok(!JSON.stringify(checks).includes(secret.slice(4)), JSON.stringify(checks))
+    const err = checks[1]?.err as { type?: string; message?: string; stack?: string }
+    assert.equal(err.type, 'Error')
+    assert.equal(err.message, 'upstream refused')
+    assert.match(String(err.stack), /upstream refused\n\s+at /)
+  })
+
   test('logs the route pattern, not the id, and no account for an unauthenticated request', async () => {
     await app.inject({ method: 'DELETE', url: '/plants/77', headers: { 'x-request-id': 'log-2' } })
     const [line] = linesOf('log-2')
