@@ -8,6 +8,7 @@ import { registerConnectionLimits } from './plugins/connection-limits.js'
 import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
+import { stdoutDestination, type LogDestination } from './plugins/log-destination.js'
 import { registerPipeliningLimit } from './plugins/pipelining.js'
 import { registerRequestHead } from './plugins/request-head.js'
 import { registerRequestId, requestId } from './plugins/request-id.js'
@@ -56,31 +57,20 @@ export interface AppOptions {
   owned?: ReadonlyArray<{ close(): Promise<void> }>
 }
 
-/** At most this much log output waits in memory for a slow reader of stdout; beyond it, lines are dropped. */
-export const LOG_BUFFER_BYTES = 16 * 1024 * 1024
-
 // Secrets must never reach a log line, whatever a serializer, a child logger's bindings or a debug statement
 // prints. `*.headers...` covers req, request, res, err and any other object's headers. (A log formatter instead
 // saved about 3 µs a line, but it sees neither child bindings nor what serializers make of a request or an error.)
 const REDACT = ['headers.authorization', '*.headers.authorization']
 
-function loggerOptions(logger: AppOptions['logger']) {
+function loggerOptions(logger: AppOptions['logger'], stdout: () => pino.DestinationStream) {
   if (logger === undefined) return false
   const { pretty, stream, ...rest } = logger
-  // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else, written
-  // asynchronously: lines that arrive while a write is under way go out together in the next one, and a reader of
-  // stdout that falls behind (a full pipe) no longer stalls every request (sync writes sleep 100 ms on EAGAIN).
-  // Whatever is still buffered is written synchronously when the process exits.
-  const destination =
-    stream ?? (pretty === true ? undefined : pino.destination({ dest: 1, sync: false, maxLength: LOG_BUFFER_BYTES }))
-  const transport =
-    pretty === true ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } } : undefined
-  return {
-    ...rest,
-    redact: REDACT,
-    ...(destination && { stream: destination }),
-    ...(transport && { transport }),
+  // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else.
+  if (pretty === true) {
+    const transport = { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } }
+    return { ...rest, redact: REDACT, transport }
   }
+  return { ...rest, redact: REDACT, stream: stream ?? stdout() }
 }
 
 /**
@@ -108,11 +98,12 @@ export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void>
  * 5. bearer authentication (onRequest), then the per-token rate limit (onRequest too, after it: it counts per
  *    authenticated token);
  * 6. the routes; then the webhook dispatcher, started once listening.
- * onClose hooks run in reverse order of registration: the owned resources' hook is registered first so that it
- * runs last.
+ * onClose hooks run in reverse order of registration: the log's last flush and the owned resources' hook are
+ * registered first so that they run last.
  */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const timeouts = options.timeouts ?? HTTP_TIMEOUT_DEFAULTS
+  let logs: LogDestination | undefined
   const app = Fastify({
     http: {
       headersTimeout: timeouts.headersMs,
@@ -127,7 +118,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     trustProxy: (options.trustProxy ?? false) as boolean,
     keepAliveTimeout: timeouts.keepAliveMs,
     clientErrorHandler,
-    logger: loggerOptions(options.logger),
+    logger: loggerOptions(options.logger, () => (logs = stdoutDestination()).stream),
     genReqId: requestId,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
@@ -141,6 +132,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   })
   const owned = options.owned ?? []
+  // Registered first, so it runs last: every other close hook's lines go out with it.
+  const written = logs
+  if (written) app.addHook('onClose', () => written.close())
   app.addHook('onClose', () => closeAll(owned))
   app.setValidatorCompiler(validatorCompiler)
   const metrics = new Metrics()

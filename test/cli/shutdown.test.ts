@@ -67,4 +67,28 @@ describe('plantstore serve, shutting down', () => {
     assert.ok(cut instanceof Error, `the held request was cut, not answered: ${JSON.stringify(cut)}`)
     assert.match(server.stdout, /grace period over/)
   })
+
+  // Log lines are written asynchronously, in batches: a stop must still write every one, whole, before the exit.
+  test('writes every log line, each whole, before it exits on SIGTERM, and a line made while idle within a second', async () => {
+    const server = await start({ LOG_LEVEL: 'info' })
+    const before = server.stdout.length
+    const idle = await http(server.baseUrl, 'GET', '/plants?limit=1', {
+      token: TOKEN,
+      headers: { 'x-request-id': 'idle-line' },
+    })
+    assert.equal(idle.status, 200)
+    // The flush interval is 100 ms; a second is a bound on behaviour (lines do not wait for more), not on speed.
+    await server.waitForStdout(/"reqId":"idle-line"/, 1000)
+    const requests = Array.from({ length: 200 }, (_, i) =>
+      http(server.baseUrl, 'GET', '/plants?limit=1', { token: TOKEN, headers: { 'x-request-id': `burst-${i}` } }),
+    )
+    assert.ok((await Promise.all(requests)).every((res) => res.status === 200))
+    assert.equal(await server.stop('SIGTERM'), 0)
+    const lines = server.stdout.slice(before).trim().split('\n')
+    const parsed = lines.map((line) => JSON.parse(line) as { msg?: string; reqId?: string })
+    const completed = new Set(parsed.filter((line) => line.msg === 'request completed').map((line) => line.reqId))
+    const missing = Array.from({ length: 200 }, (_, i) => `burst-${i}`).filter((id) => !completed.has(id))
+    assert.deepEqual(missing, [])
+    assert.equal(parsed.at(-1)?.msg, 'stopped')
+  })
 })
