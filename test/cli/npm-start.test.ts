@@ -157,4 +157,15 @@ describe('a server whose parent goes away', () => {
     assert.equal((await http(server.baseUrl, 'GET', '/healthz')).status, 200)
     assert.doesNotMatch(server.stdout, /"shutting down"/)
   })
+
+  test('keeps serving when an npm script started it to outlive it (nohup … &), once that script’s shell exits', async () => {
+    const detaching = { prefix: ['sh', '-c', 'nohup "$@" & wait $!', 'sh'] }
+    const { server, pid } = await start({ ...detaching, env: { npm_lifecycle_event: 'start:bg' } })
+    assert.equal(parentOf(pid), server.process.pid)
+    await server.stop('SIGTERM')
+    await sleep(2000)
+    assert.notEqual(parentOf(pid), server.process.pid, 're-parented')
+    assert.equal((await http(server.baseUrl, 'GET', '/healthz')).status, 200)
+    assert.doesNotMatch(server.stdout, /"shutting down"/)
+  })
 })
