@@ -31,7 +31,15 @@ import {
   type AccountSizes,
 } from './scenarios.js'
 import { getPage } from './http.js'
-import { BENCH_RATE_LIMIT, REPO_DIR, slug, startPlain, startReference, startService, type ServerContext } from './servers.js'
+import {
+  BENCH_RATE_LIMIT,
+  REPO_DIR,
+  slug,
+  startPlain,
+  startReference,
+  startService,
+  type ServerContext,
+} from './servers.js'
 import { checkTwinWrites, seedTwins, startTwins, type SeededTwins } from './twins.js'
 import { startReceiver } from './webhook-receiver.js'
 
