@@ -43,11 +43,17 @@ export function registerPipeliningLimit(app: FastifyInstance): void {
     )
   })
   // preHandler: the last hook before the handler makes the answer; earlier refusals (401, 429) are small and go at once.
-  app.addHook('preHandler', (request, _reply, done) => {
+  app.addHook('preHandler', (request, reply, done) => {
     const before = (request.raw as QueuedRequest)[ANSWER_BEFORE]
     if (before === undefined || before.closed) return done()
-    // 'close': the answer before was written out, or the connection is gone.
-    before.once('close', () => done())
+    // 'close': the answer before was written out, or the connection is gone. Gone (the write stall timeout, a reset):
+    // no one will read this answer, so it is not made. Without this check Node 20 and 22 made the next page for no
+    // one, and Node 24 and later, which close every waiting answer with the connection, made all of them at once.
+    before.once('close', () => {
+      if (!request.raw.socket.destroyed) return done()
+      reply.hijack()
+      done()
+    })
   })
   app.addHook('onResponse', (request, _reply, done) => {
     const socket = request.raw.socket as CountedSocket

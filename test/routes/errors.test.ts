@@ -154,8 +154,10 @@ if (POSTGRES_URL !== undefined)
           for (let ended = 0; ended === 0;) {
             assert.ok(Date.now() < deadline, 'the request never waited on the lock')
             await new Promise((resolve) => setTimeout(resolve, 20))
+            // Only the sessions waiting on this transaction's lock: other test runs may share the database server.
             const rows = await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-              WHERE datname = current_database() AND application_name = 'plantstore' AND wait_event_type = 'Lock'`
+              WHERE datname = current_database() AND application_name = 'plantstore'
+                AND pg_backend_pid() = ANY(pg_blocking_pids(pid))`
             ended = rows.length
           }
           assertUnavailable(await inFlight)

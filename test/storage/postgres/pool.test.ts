@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import postgres from 'postgres'
 import { mintToken } from '../../../src/auth/issue-token.js'
@@ -7,7 +8,8 @@ import { EVENT_TYPES, newSigningSecret, newSubscriptionId, plantCreated } from '
 import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../../helpers/backends.js'
 import { listPlants } from '../../helpers/plants.js'
 
-const APP = 'plantstore-pool-test'
+// This run's own: the test ends every session of this name, and other test runs may share the database server.
+const APP = `plantstore-pool-test-${randomBytes(6).toString('hex')}`
 const OUTCOME = { startedAt: new Date(), durationMs: 5, status: 500, error: 'no' } as const
 
 // Runs with the PostgreSQL half of the suite (see test/storage/backends.test.ts for the skip notice).
