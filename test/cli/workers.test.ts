@@ -41,7 +41,8 @@ test('serve --workers 2 answers from two processes on one port, seeds one token,
   await eventually(async () => (server.stdout.match(/Server listening at/g) ?? []).length === 2, 10_000)
   const ids = Array.from({ length: 20 }, () => randomUUID())
   for (const id of ids) assert.equal(await getOnNewConnection(server, id), 200)
-  await server.settle()
+  // Each worker writes its own log lines in batches (at most 100 ms late): wait for every request's line.
+  await eventually(async () => ids.every((id) => server.stdout.includes(`"reqId":"${id}"`)), 5000, 50)
   const pids = new Set(
     server.stdout
       .split('\n')

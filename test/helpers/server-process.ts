@@ -138,7 +138,8 @@ export interface ServerProcess {
   waitForStdout(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>
   /**
    * Resolves once everything the server printed before answering a request now is on `stdout`:
-   * it sends GET /healthz with a fresh X-Request-Id and waits for that request's log line.
+   * it sends GET /healthz with a fresh X-Request-Id and waits for that request's log line. One process only: each
+   * worker of --workers writes its own lines, in batches, so another worker's may still be on their way.
    */
   settle(): Promise<void>
   /** Sends `signal` (SIGTERM by default) and resolves with the exit code (null if killed by a signal). */
