@@ -24,11 +24,33 @@ function makeDirectories(dir: string): void {
   }
 }
 
+const RETRY_PAUSE_MS = 5
+
+/**
+ * Switches a file to WAL, trying again until `busyTimeoutMs` has passed. Connections that switch a new file at the
+ * same moment (servers and CLI commands started together) can deadlock on their lock upgrades; SQLite then answers
+ * one of them SQLITE_BUSY at once, without calling the busy handler that waits.
+ */
+function enableWal(db: Database.Database, busyTimeoutMs: number): void {
+  const deadline = Date.now() + busyTimeoutMs
+  const pause = new Int32Array(new SharedArrayBuffer(4))
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL')
+      return
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() >= deadline) throw err
+      // Opening is synchronous; nothing else runs on this thread yet.
+      Atomics.wait(pause, 0, 0, RETRY_PAUSE_MS)
+    }
+  }
+}
+
 /** Opens the SQLite file (creating folders as needed) in WAL mode with full fsync on commit. */
 export function openDatabase(file: string, busyTimeoutMs: number): Database.Database {
   if (file !== ':memory:') makeDirectories(dirname(file))
   const db = new Database(file, { timeout: busyTimeoutMs })
-  db.pragma('journal_mode = WAL')
+  enableWal(db, busyTimeoutMs)
   // FULL: a commit is on disk before the client hears 200, even across power loss.
   db.pragma('synchronous = FULL')
   db.pragma('foreign_keys = ON')
