@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import pino from 'pino'
 import { registerBearerAuth } from './auth/bearer.js'
 import { CONNECTION_LIMIT_DEFAULTS, HTTP_TIMEOUT_DEFAULTS, type ConnectionLimits, type HttpTimeouts } from './config.js'
@@ -9,9 +9,11 @@ import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
 import { stdoutDestination, type LogDestination } from './plugins/log-destination.js'
+import { redactingLogger } from './plugins/log-redaction.js'
 import { registerPipeliningLimit } from './plugins/pipelining.js'
-import { registerRequestHead } from './plugins/request-head.js'
-import { registerRequestId, requestId } from './plugins/request-id.js'
+import { admitHead } from './plugins/request-head.js'
+import { registerRequestGates } from './plugins/request-gates.js'
+import { requestId, sendRequestId } from './plugins/request-id.js'
 import { Metrics, registerMetrics } from './plugins/metrics.js'
 import { authThrottle, registerTokenRateLimit, type RateLimitOptions } from './plugins/rate-limit.js'
 import { RequestLog } from './plugins/request-log.js'
@@ -57,20 +59,15 @@ export interface AppOptions {
   owned?: ReadonlyArray<{ close(): Promise<void> }>
 }
 
-// Secrets must never reach a log line, whatever a serializer, a child logger's bindings or a debug statement
-// prints. `*.headers...` covers req, request, res, err and any other object's headers. (A log formatter instead
-// saved about 3 µs a line, but it sees neither child bindings nor what serializers make of a request or an error.)
-const REDACT = ['headers.authorization', '*.headers.authorization']
-
-function loggerOptions(logger: AppOptions['logger'], stdout: () => pino.DestinationStream) {
-  if (logger === undefined) return false
-  const { pretty, stream, ...rest } = logger
+function logger(options: AppOptions['logger'], stdout: () => pino.DestinationStream): FastifyBaseLogger | undefined {
+  if (options === undefined) return undefined
+  const { pretty, stream, ...rest } = options
   // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else.
   if (pretty === true) {
     const transport = { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } }
-    return { ...rest, redact: REDACT, transport }
+    return redactingLogger({ ...rest, transport })
   }
-  return { ...rest, redact: REDACT, stream: stream ?? stdout() }
+  return redactingLogger(rest, stream ?? stdout())
 }
 
 /**
@@ -89,9 +86,9 @@ export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void>
  *
  * The order of registration is the order requests meet them, and it matters:
  * 1. connection caps, on accept, before a byte is read;
- * 2. onRequest: request id (every answer carries it), pipelining count (before any hook that may answer, since its
- *    onResponse counts every answer back down), request head checks (before authentication reads Authorization),
- *    draining (503 while shutting down);
+ * 2. onRequest, one hook of request gates: request id (every answer carries it), pipelining count (before any gate
+ *    that may answer, since its onResponse counts every answer back out), request head checks (before
+ *    authentication reads Authorization), draining (503 while shutting down);
  * 3. the error handler and the JSON body parser, for everything after;
  * 4. the OpenAPI document and /docs; metrics, with the failed-authentication throttle (per client address) shared
  *    with 5;
@@ -110,7 +107,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       maxHeaderSize: MAX_HEADER_BYTES,
       // Node checks the timeouts above only this often (30 s by default), so a slow client would stay longer.
       connectionsCheckingInterval: Math.min(1000, timeouts.headersMs),
-      // Node's own refusal of an HTTP/1.1 request without Host has no body; registerRequestHead answers instead.
+      // Node's own refusal of an HTTP/1.1 request without Host has no body; admitHead answers instead.
       requireHostHeader: false,
     },
     requestTimeout: timeouts.requestMs,
@@ -118,7 +115,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     trustProxy: (options.trustProxy ?? false) as boolean,
     keepAliveTimeout: timeouts.keepAliveMs,
     clientErrorHandler,
-    logger: loggerOptions(options.logger, () => (logs = stdoutDestination()).stream),
+    loggerInstance: logger(options.logger, () => (logs = stdoutDestination()).stream),
     genReqId: requestId,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
@@ -150,10 +147,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { storage } = options
   const stopObserving = storage.observe(metrics.storageTimer)
   app.addHook('onClose', async () => void stopObserving())
-  registerRequestId(app)
-  registerPipeliningLimit(app)
-  registerRequestHead(app)
-  registerLifecycle(app, options.lifecycle ?? { draining: false })
+  // In this order, in one onRequest hook: the request id (every answer carries it), the pipelining count (before any
+  // gate that may answer, since its onResponse counts every answer back out), the head checks (before
+  // authentication reads Authorization), draining.
+  registerRequestGates(app, [
+    sendRequestId,
+    registerPipeliningLimit(app),
+    admitHead,
+    registerLifecycle(app, options.lifecycle ?? { draining: false }),
+  ])
   registerErrorHandler(app)
   registerJsonBody(app)
   await registerDocs(app, VERSION)

@@ -1,14 +1,17 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { Scope } from './tokens.js'
-import type { TokenVerifier } from './token-cache.js'
+import type { TokenCheck, TokenVerifier } from './token-cache.js'
 
 export const REALM = 'plantstore'
 
 /** Slows down clients that keep failing authentication. */
 export interface AuthThrottle {
-  /** Throws (429) when the client may not try again yet. */
-  check(request: FastifyRequest): Promise<void>
+  /**
+   * Refuses (429) a client that may not try again yet: throws at once when the count is at hand (kept in this
+   * process), else returns a promise that rejects; undefined when the client may go on at once.
+   */
+  check(request: FastifyRequest): Promise<void> | undefined
   /** Records a refused token; throws (429) when that attempt crossed the limit. */
   refused(request: FastifyRequest): Promise<void>
 }
@@ -82,10 +85,28 @@ export function registerBearerAuth(
   throttle?: AuthThrottle,
 ): void {
   app.decorateRequest('caller', null)
-  app.addHook('onRequest', async (request) => {
-    const scope = request.routeOptions.config.scope
-    if (scope === undefined) return
-    await throttle?.check(request)
+  const refuse = (request: FastifyRequest, err: ApiError) => {
+    if (throttle === undefined) throw err
+    return throttle.refused(request).then(() => {
+      throw err
+    })
+  }
+  const admit = (request: FastifyRequest, check: TokenCheck) => {
+    if (!check.ok) {
+      onRefused(check.reason)
+      return refuse(request, invalidToken(REFUSALS[check.reason]))
+    }
+    const { token } = check
+    request.caller = {
+      accountId: token.accountId,
+      accountName: token.accountName,
+      tokenId: token.id,
+      scopes: token.scopes,
+    }
+    return undefined
+  }
+  /** Sets request.caller or throws the refusal; waits only for what is not at hand (a token not in the cache). */
+  const authenticate = (request: FastifyRequest): Promise<void> | undefined => {
     let secret: string
     try {
       secret = bearerSecret(request)
@@ -93,22 +114,25 @@ export function registerBearerAuth(
       const missing = (err as ApiError).kind === 'missingToken'
       onRefused(missing ? 'missing' : 'malformed')
       // Sending no token is not guessing one; a malformed one counts.
-      if (!missing) await throttle?.refused(request)
-      throw err
+      if (missing) throw err
+      return refuse(request, err as ApiError)
     }
-    const result = await verifier.verify(secret)
-    if (!result.ok) {
-      onRefused(result.reason)
-      await throttle?.refused(request)
-      throw invalidToken(REFUSALS[result.reason])
+    const cached = verifier.cached(secret)
+    if (cached !== undefined) return admit(request, cached)
+    return verifier.verify(secret).then((check) => admit(request, check))
+  }
+  // Callback style, and no promise at all for a token in the cache: most requests wait for nothing here.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.routeOptions.config.scope === undefined) return done()
+    let pending: Promise<void> | undefined
+    try {
+      const gate = throttle?.check(request)
+      pending = gate === undefined ? authenticate(request) : gate.then(() => authenticate(request))
+    } catch (err) {
+      return done(err as Error)
     }
-    const { token } = result
-    request.caller = {
-      accountId: token.accountId,
-      accountName: token.accountName,
-      tokenId: token.id,
-      scopes: token.scopes,
-    }
+    if (pending === undefined) done()
+    else pending.then(() => done(), done)
   })
   // After the rate limit (so a 403 is counted and carries RateLimit headers), before the body is read.
   app.addHook('preParsing', (request, _reply, payload, done) => {

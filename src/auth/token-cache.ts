@@ -8,6 +8,13 @@ export type TokenRefusal = 'unknown' | 'expired' | 'revoked'
 /** The outcome of checking a secret. */
 export type TokenCheck = { ok: true; token: TokenRecord } | { ok: false; reason: TokenRefusal }
 
+function checked(token: StoredToken | undefined, now: number): TokenCheck {
+  if (token === undefined) return { ok: false, reason: 'unknown' }
+  if (token.revokedAt !== null) return { ok: false, reason: 'revoked' }
+  if (token.expiresAt !== null && token.expiresAt.getTime() <= now) return { ok: false, reason: 'expired' }
+  return { ok: true, token }
+}
+
 interface Entry {
   token: StoredToken
   fetchedAt: number
@@ -36,14 +43,14 @@ export class TokenVerifier {
     this.#maxEntries = options.maxEntries ?? 10_000
   }
 
-  async verify(secret: string, now = Date.now()): Promise<TokenCheck> {
+  /** The check of a secret verified within `ttlMs`, known without waiting; undefined when it must be read. */
+  cached(secret: string, now = Date.now()): TokenCheck | undefined {
     const cached = this.#entries.get(secret)
-    const token =
-      cached !== undefined && now - cached.fetchedAt < this.#ttlMs ? cached.token : await this.#fetch(secret, now)
-    if (token === undefined) return { ok: false, reason: 'unknown' }
-    if (token.revokedAt !== null) return { ok: false, reason: 'revoked' }
-    if (token.expiresAt !== null && token.expiresAt.getTime() <= now) return { ok: false, reason: 'expired' }
-    return { ok: true, token }
+    return cached !== undefined && now - cached.fetchedAt < this.#ttlMs ? checked(cached.token, now) : undefined
+  }
+
+  async verify(secret: string, now = Date.now()): Promise<TokenCheck> {
+    return this.cached(secret, now) ?? checked(await this.#fetch(secret, now), now)
   }
 
   async #fetch(secret: string, now: number): Promise<StoredToken | undefined> {

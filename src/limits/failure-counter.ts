@@ -8,8 +8,8 @@ export interface FailureWindow {
 
 /** Counts failed authentications per client address within a fixed window. */
 export interface FailureCounter {
-  /** The address's current window (count 0 when none). */
-  count(address: string): Promise<FailureWindow>
+  /** The address's current window (count 0 when none); at once when the counter is in this process. */
+  count(address: string): FailureWindow | Promise<FailureWindow>
   /** Records one failure; resolves with the window including it. */
   hit(address: string): Promise<FailureWindow>
 }
@@ -22,7 +22,7 @@ export function memoryFailureCounter(windowMs: number, maxEntries = 100_000): Fa
     return entry !== undefined && entry.resetAt > Date.now() ? entry : undefined
   }
   return {
-    async count(address) {
+    count(address) {
       const entry = current(address)
       return { count: entry?.count ?? 0, resetMs: entry === undefined ? 0 : entry.resetAt - Date.now() }
     },

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { sendError } from './error-handler.js'
+import type { RequestGate } from './request-gates.js'
 
 /** Whether the instance still takes work; the server flips it when a shutdown signal arrives. */
 export interface Lifecycle {
@@ -10,18 +11,20 @@ export interface Lifecycle {
  * Once draining, /readyz answers 503 so load balancers stop sending traffic here, while other requests
  * are still served (the balancer may not have noticed yet). Once closing, requests that still arrive on
  * open connections get 503 in the Error shape (Fastify's own 503 has another shape) and the connection closes.
+ * Returns the request gate that answers so.
  */
-export function registerLifecycle(app: FastifyInstance, lifecycle: Lifecycle): void {
+export function registerLifecycle(app: FastifyInstance, lifecycle: Lifecycle): RequestGate {
   let closing = false
   app.addHook('preClose', async () => {
     lifecycle.draining = true
     closing = true
   })
-  app.addHook('onRequest', (request, reply, done) => {
+  return (request, reply) => {
     const refuse = closing || (lifecycle.draining && request.routeOptions.url === '/readyz')
-    if (!refuse) return done()
+    if (!refuse) return true
     reply.header('connection', 'close')
     reply.header('retry-after', '1')
     sendError(reply, 'shuttingDown', 'this instance is shutting down; retry on another')
-  })
+    return false
+  }
 }

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { sendError } from './error-handler.js'
+import type { RequestGate } from './request-gates.js'
 
 /** Most requests one connection may have in flight at once (HTTP/1.1 pipelining); past it, 429 and the close. */
 export const MAX_IN_FLIGHT_PER_CONNECTION = 16
@@ -23,9 +24,12 @@ type QueuedRequest = IncomingMessage & { [ANSWER_BEFORE]?: ServerResponse }
  * has been handed to the kernel (its response closed): answers are sent in order anyway, and a connection whose
  * client stops reading then holds one answer while the rest wait as unanswered requests, until the write stall
  * timeout closes it. A client that waits for each answer never waits here.
+ *
+ * Returns the request gate that counts a request in and refuses the one past the limit; it must come before any
+ * other gate that may answer, since the onResponse hook here counts every answer back out.
  */
-export function registerPipeliningLimit(app: FastifyInstance): void {
-  app.addHook('onRequest', (request, reply, done) => {
+export function registerPipeliningLimit(app: FastifyInstance): RequestGate {
+  const countIn: RequestGate = (request, reply) => {
     const socket = request.raw.socket as CountedSocket
     const inFlight = (socket[IN_FLIGHT] ?? 0) + 1
     socket[IN_FLIGHT] = inFlight
@@ -33,7 +37,7 @@ export function registerPipeliningLimit(app: FastifyInstance): void {
       const before = socket[LAST_ANSWER]
       if (before !== undefined && !before.closed) (request.raw as QueuedRequest)[ANSWER_BEFORE] = before
       socket[LAST_ANSWER] = reply.raw
-      return done()
+      return true
     }
     reply.header('connection', 'close')
     sendError(
@@ -41,7 +45,8 @@ export function registerPipeliningLimit(app: FastifyInstance): void {
       'tooManyInFlight',
       `more than ${MAX_IN_FLIGHT_PER_CONNECTION} requests in flight on one connection; read the answers before sending more`,
     )
-  })
+    return false
+  }
   // preHandler: the last hook before the handler makes the answer; earlier refusals (401, 429) are small and go at once.
   app.addHook('preHandler', (request, reply, done) => {
     const before = (request.raw as QueuedRequest)[ANSWER_BEFORE]
@@ -60,4 +65,5 @@ export function registerPipeliningLimit(app: FastifyInstance): void {
     socket[IN_FLIGHT] = (socket[IN_FLIGHT] ?? 1) - 1
     done()
   })
+  return countIn
 }

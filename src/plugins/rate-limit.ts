@@ -23,7 +23,18 @@ export interface RateLimitOptions {
 }
 
 // One IPv6 client usually holds a whole /64: count it as one address, or each of its addresses would get a budget.
-const clientAddress = (request: FastifyRequest) => normalizeIP(request.ip, 64)
+// The last answer is kept: consecutive requests mostly come from one address (a connection's, a proxy's client's),
+// and normalizing takes an IPv6 regular expression.
+let lastIp = ''
+let lastAddress = ''
+function clientAddress(request: FastifyRequest): string {
+  const ip = request.ip
+  if (ip !== lastIp) {
+    lastAddress = normalizeIP(ip, 64)
+    lastIp = ip
+  }
+  return lastAddress
+}
 
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
 
@@ -65,30 +76,42 @@ export function authThrottle(app: FastifyInstance, options: RateLimitOptions): A
   // While the store is away, let requests through. An outage is logged once by the Redis client; other store
   // errors (a Redis without the data it should hold, say) are logged at most once a minute.
   let warnedAt = 0
-  /** The address's window from the store, or undefined (and a rare warning) when the store fails. */
-  const windowOf = async (request: FastifyRequest, read: (address: string) => Promise<FailureWindow>) => {
-    try {
-      return await read(clientAddress(request))
-    } catch (err) {
-      if (Date.now() - warnedAt >= 60_000) {
-        warnedAt = Date.now()
-        request.log.warn({ err }, 'rate limit store failed; not limiting failed authentication')
-      }
-      return undefined
-    }
+  const storeFailed = (request: FastifyRequest, err: unknown): void => {
+    if (Date.now() - warnedAt < 60_000) return
+    warnedAt = Date.now()
+    request.log.warn({ err }, 'rate limit store failed; not limiting failed authentication')
   }
   const refuse = (resetMs: number) => {
     options.onLimited?.('auth_failures')
     return tooMany('too many failed authentication attempts from this address; retry later', resetMs)
   }
   return {
-    async check(request) {
-      const current = await windowOf(request, counter.count)
-      if (current !== undefined && current.count >= max) throw refuse(current.resetMs)
+    check(request) {
+      const judge = (current: FailureWindow) => {
+        if (current.count >= max) throw refuse(current.resetMs)
+      }
+      let current: FailureWindow | Promise<FailureWindow>
+      try {
+        current = counter.count(clientAddress(request))
+      } catch (err) {
+        storeFailed(request, err)
+        return undefined
+      }
+      // The in-process counter answers at once: no promise for the common case.
+      if (!(current instanceof Promise)) {
+        judge(current)
+        return undefined
+      }
+      return current.then(judge, (err: unknown) => storeFailed(request, err))
     },
     async refused(request) {
-      const hit = await windowOf(request, counter.hit)
-      if (hit !== undefined && hit.count > max) throw refuse(hit.resetMs)
+      let hit: FailureWindow
+      try {
+        hit = await counter.hit(clientAddress(request))
+      } catch (err) {
+        return storeFailed(request, err)
+      }
+      if (hit.count > max) throw refuse(hit.resetMs)
     },
   }
 }

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
-import type { FastifyInstance } from 'fastify'
 import type { ErrorKind } from '../errors.js'
 import { sendError } from './error-handler.js'
+import type { RequestGate } from './request-gates.js'
 
 // Headers a request may carry once. Of a repeated one, Node keeps only the first in `headers`, so a second one would
 // be ignored without a word: two tokens would authenticate as whichever came first, two hosts would route by the first.
@@ -35,13 +35,12 @@ function headProblem(raw: IncomingMessage): { kind: ErrorKind; message: string }
 /**
  * Refuses heads Node parses but the service must not guess at, in the Error shape with `Connection: close`: an
  * HTTP/1.1 request without Host (Node's own refusal, turned off with requireHostHeader, had no body), and a second
- * Authorization or Host header. In onRequest, before bearer authentication reads the header.
+ * Authorization or Host header. A request gate, before bearer authentication reads the header.
  */
-export function registerRequestHead(app: FastifyInstance): void {
-  app.addHook('onRequest', (request, reply, done) => {
-    const problem = headProblem(request.raw)
-    if (problem === undefined) return done()
-    reply.header('connection', 'close')
-    sendError(reply, problem.kind, problem.message)
-  })
+export const admitHead: RequestGate = (request, reply) => {
+  const problem = headProblem(request.raw)
+  if (problem === undefined) return true
+  reply.header('connection', 'close')
+  sendError(reply, problem.kind, problem.message)
+  return false
 }

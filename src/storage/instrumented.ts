@@ -51,17 +51,31 @@ class Calls {
     }
   }
 
-  async #timed<T>(operation: string, call: () => Promise<T>): Promise<T> {
+  // then() rather than async/await: one promise per call instead of three, on every request's path.
+  #timed<T>(operation: string, call: () => Promise<T>): Promise<T> {
     const started = process.hrtime.bigint()
-    let failed = true
+    let pending: Promise<T>
     try {
-      const result = await call()
-      failed = false
-      return result
-    } finally {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9
-      for (const timer of this.#timers) timer(operation, seconds, failed)
+      pending = call()
+    } catch (err) {
+      this.#tell(operation, started, true)
+      return Promise.reject(err as Error)
     }
+    return pending.then(
+      (result) => {
+        this.#tell(operation, started, false)
+        return result
+      },
+      (err: unknown) => {
+        this.#tell(operation, started, true)
+        throw err
+      },
+    )
+  }
+
+  #tell(operation: string, started: bigint, failed: boolean): void {
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9
+    for (const timer of this.#timers) timer(operation, seconds, failed)
   }
 }
 

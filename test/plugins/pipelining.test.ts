@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, test } from 'node:test'
 import Fastify, { type FastifyRequest } from 'fastify'
 import { registerPipeliningLimit } from '../../src/plugins/pipelining.js'
+import { registerRequestGates } from '../../src/plugins/request-gates.js'
 import { rawExchange, statusCodes } from '../helpers/raw-http.js'
 
 /**
@@ -12,7 +13,7 @@ import { rawExchange, statusCodes } from '../helpers/raw-http.js'
  */
 async function server(first: (request: FastifyRequest) => Promise<void>) {
   const app = Fastify()
-  registerPipeliningLimit(app)
+  registerRequestGates(app, [registerPipeliningLimit(app)])
   const made: string[] = []
   let received = 0
   app.addHook('onRequest', (_request, _reply, done) => {
