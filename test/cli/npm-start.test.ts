@@ -108,6 +108,8 @@ describe('npm start, run from a fresh copy of the project', () => {
     const { server, pid } = await start(npmStart())
     assert.ok(existsSync(join(dir, 'dist', '.built')), 'the first start built dist/')
     assert.equal(parentOf(pid), server.process.pid, 'no shell between npm and the server')
+    const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+    assert.ok(commandLine.includes('--max-semi-space-size=8'), `node runs with the service's V8 flags: ${commandLine}`)
     assert.equal(await stopsGracefully(server, pid, 1), 0, 'npm exits with the server’s status')
   })
 
