@@ -2,7 +2,9 @@
  * `npm run bench:profile`: runs the service under `node --cpu-prof` while wrk loads it with one scenario, then
  * says where the CPU time went per request, by part of the service, and leaves the profile for a flame graph.
  *
- *   npm run bench:profile -- [--scenario get|post|mix] [--seconds 10] [--postgres] [--out bench/profiles]
+ *   npm run bench:profile -- [--scenario get|post|mix] [--seconds 10] [--postgres] [--node PATH] [--out bench/profiles]
+ *
+ * --node runs the service on another Node binary (better-sqlite3 built for it as `npm run bench -- --node` does).
  *
  * The .cpuprofile opens as a flame chart in Chrome DevTools (Performance, "Load profile") or VS Code; the
  * .folded file (one stack per line) is what flamegraph.pl, inferno or speedscope turn into a flame graph.
@@ -18,6 +20,7 @@ import { detectPinning, pinSelf, requireWrk } from './machine.js'
 import { freshDatabase } from './databases.js'
 import { catalogueEnv } from './plants.js'
 import { summariseProfile } from './profile-summary.js'
+import { prepareRuntimes } from './runtimes.js'
 import { REPO_DIR, startService } from './servers.js'
 import { SCENARIOS, type Scenario } from './scenarios.js'
 import { runWrk } from './wrk.js'
@@ -37,6 +40,7 @@ function options() {
       scenario: { type: 'string', default: 'get' },
       seconds: { type: 'string', default: '10' },
       postgres: { type: 'boolean', default: false },
+      node: { type: 'string' },
       out: { type: 'string', default: 'bench/profiles' },
     },
   })
@@ -88,8 +92,14 @@ async function main(): Promise<void> {
     // As npm run bench does: schema and token through the CLI, 1,000 plants with SQL, before the service starts.
     const [account] = await bulkSeed(databaseUrl, [{ name: 'bench-list', plants: 1000 }])
     const token = account?.token ?? ''
+    const runtimes = await prepareRuntimes(opts.node === undefined ? [] : [opts.node], context, (line) =>
+      process.stdout.write(`${line}\n`),
+    )
+    const runtime = runtimes.at(-1)
+    process.stdout.write(`profiling the service on Node ${runtime?.version}\n`)
     const server = await startService('service', databaseUrl, token, context, {
       nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`],
+      runtime,
     })
     const load = { url: server.url, lua: opts.script.lua, connections: 50, threads: 1, cpu: pinning.loadCpu }
     const env = { PLANTSTORE_BENCH_TOKEN: token, PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(), ...opts.script.env }
@@ -99,21 +109,22 @@ async function main(): Promise<void> {
     await server.stop() // a clean exit writes the profile
     const [file] = readdirSync(profileDir).filter((name) => name.endsWith('.cpuprofile'))
     if (file === undefined) throw new Error('the service wrote no .cpuprofile')
-    report(path.join(profileDir, file), opts, requests, measured.rps)
+    report(path.join(profileDir, file), opts, requests, measured.rps, runtime?.version ?? process.version)
   } finally {
     await cleanup.run()
   }
 }
 
-function report(file: string, opts: ReturnType<typeof options>, requests: number, rps: number): void {
+function report(file: string, opts: ReturnType<typeof options>, requests: number, rps: number, version: string): void {
+  const nodeMajor = version.slice(1).split('.')[0] ?? ''
   const summary = summariseProfile(file)
   const out = path.resolve(REPO_DIR, opts.out)
   mkdirSync(out, { recursive: true })
-  const base = `${opts.scenario}-${opts.postgresUrl ? 'postgres' : 'sqlite'}`
+  const base = `${opts.scenario}-${opts.postgresUrl ? 'postgres' : 'sqlite'}-node${nodeMajor}`
   copyFileSync(file, path.join(out, `${base}.cpuprofile`))
   writeFileSync(path.join(out, `${base}.folded`), summary.folded)
   const lines = [
-    `${opts.scenario} on ${opts.postgresUrl ? 'PostgreSQL' : 'SQLite'}: ${Math.round(rps)} req/s under the profiler; ` +
+    `${opts.scenario} on ${opts.postgresUrl ? 'PostgreSQL' : 'SQLite'}, Node ${version}: ${Math.round(rps)} req/s under the profiler; ` +
       `${requests} requests served in ${(summary.totalUs / 1e6).toFixed(1)} s of profile`,
     '',
     '| part | share of the time | µs per request |',

@@ -30,6 +30,7 @@ import {
   type Scenario,
 } from './scenarios.js'
 import { max, median } from './stats.js'
+import type { Backend } from './databases.js'
 
 export { REFERENCE, type CoreReport, type Measurement } from './report-rows.js'
 
@@ -263,12 +264,12 @@ function summarySections(context: ReportContext): string[] {
 }
 
 /**
- * Issue 5's targets and issue 14's, one per line; `value` reads a backend's figure, undefined when the run did not
- * measure it.
+ * Issue 5's, 14's and 16's targets, one per line; `value` reads a service's figure: undefined when the run did not
+ * measure it, null when the target is not one of that backend's or Node's.
  */
 const TARGETS: ReadonlyArray<{
   target: string
-  value: (context: ReportContext, server: string) => { text: string; met: boolean } | undefined
+  value: (context: ReportContext, server: string) => { text: string; met: boolean } | undefined | null
 }> = [
   { target: 'GET /plants?limit=20: ≥ 0.50 of the reference GET', value: ratioTarget('get', 0.5) },
   { target: 'durable POST /plants: ≥ 0.40 of the reference POST', value: ratioTarget('post', 0.4) },
@@ -283,6 +284,21 @@ const TARGETS: ReadonlyArray<{
   {
     target: `durable POST /plants while another account has a large webhook backlog: ≥ ${BACKLOG_TARGET} of the req/s without`,
     value: backlogTarget('backlog-post'),
+  },
+  {
+    target: 'GET /plants?limit=20: ≥ 0.70 of the plain handler on SQLite, ≥ 0.60 on PostgreSQL (same Node)',
+    value: plainTarget('get', { SQLite: 0.7, PostgreSQL: 0.6 }),
+  },
+  {
+    target: 'durable POST /plants on PostgreSQL: ≥ 0.60 of the plain handler (same Node)',
+    value: plainTarget('post', { PostgreSQL: 0.6 }),
+  },
+  {
+    target: 'durable POST /plants on SQLite: ≥ 0.45 of the reference POST on Node 26, ≥ 0.35 on Node 20',
+    value: (context, server) => {
+      const least = server.startsWith('SQLite') ? { 20: 0.35, 26: 0.45 }[nodeMajorOf(server)] : undefined
+      return least === undefined ? null : ratioTarget('post', least)(context, server)
+    },
   },
   {
     target: 'peak RSS under load: < 150 MB (highest of all its runs, backlog twins included)',
@@ -313,6 +329,22 @@ function ratioTarget(name: string, least: number): (typeof TARGETS)[number]['val
   }
 }
 
+/** "SQLite on Node 26" → 26; a label without Node (one binary in the run) is the harness's. */
+function nodeMajorOf(server: string): number {
+  const tagged = / on Node (\d+)/.exec(server)?.[1]
+  return Number(tagged ?? process.versions.node.split('.')[0])
+}
+
+function plainTarget(name: string, least: Partial<Record<Backend, number>>): (typeof TARGETS)[number]['value'] {
+  return (context, server) => {
+    const bound = least[server.startsWith('PostgreSQL') ? 'PostgreSQL' : 'SQLite']
+    if (bound === undefined) return null
+    const row = rowNamed(context, name, server)
+    if (row === undefined || row.vsPlain.length === 0) return undefined
+    return { text: `${ratio(median(row.vsPlain))} of plain`, met: median(row.vsPlain) >= bound }
+  }
+}
+
 function p99Target(name: string, belowMs: number): (typeof TARGETS)[number]['value'] {
   return (context, server) => {
     const row = rowNamed(context, name, server)
@@ -334,12 +366,13 @@ function targetSection(context: ReportContext): string[] {
   const rows = TARGETS.map(({ target, value }) => {
     const cells = columns.map((server) => {
       const result = value(context, server)
+      if (result === null) return '–'
       return result === undefined ? 'not measured' : `${result.text} ${result.met ? 'met' : '**missed**'}`
     })
     return `| ${target} | ${cells.join(' | ')} |`
   })
   return [
-    '## Targets (issues 5 and 14)',
+    '## Targets (issues 5, 14 and 16)',
     '',
     `| target | ${columns.join(' | ')} |`,
     `| --- | ${columns.map(() => '---').join(' | ')} |`,

@@ -32,7 +32,9 @@ import {
 } from './scenarios.js'
 import { getPage } from './http.js'
 import {
+  BENCH_PLANT_QUOTA,
   BENCH_RATE_LIMIT,
+  SERVICE_NODE_FLAGS,
   REPO_DIR,
   slug,
   startPlain,
@@ -306,8 +308,8 @@ function serviceLine(): string {
   const git = (args: string[]): string => execFileSync('git', args, { cwd: REPO_DIR, encoding: 'utf8' }).trim()
   const dirty = git(['status', '--porcelain', '--', 'src']) === '' ? '' : ' with uncommitted changes in src/'
   return (
-    `commit ${git(['rev-parse', '--short', 'HEAD'])}${dirty}, built to dist/ and run with node; ` +
-    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT=${BENCH_RATE_LIMIT} (on, never reached); DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
+    `commit ${git(['rev-parse', '--short', 'HEAD'])}${dirty}, built to dist/ and run with node ${SERVICE_NODE_FLAGS.join(' ')} (bin/plantstore.js's flags); ` +
+    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT=${BENCH_RATE_LIMIT} and PLANTSTORE_MAX_PLANTS_PER_ACCOUNT=${BENCH_PLANT_QUOTA} (on, never reached); DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
   )
 }
 

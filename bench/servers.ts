@@ -12,8 +12,26 @@ import type { Runtime } from './runtimes.js'
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
 export const REPO_DIR = path.dirname(BENCH_DIR)
 
+/** The node flags of a bin/plantstore.js: those of its `#!/usr/bin/env -S node …` line. */
+export function nodeFlagsOf(binFile: string): string[] {
+  const shebang = readFileSync(binFile, 'utf8').split('\n')[0] ?? ''
+  const flags = /^#!\/usr\/bin\/env -S node(.*)$/.exec(shebang)?.[1]
+  if (flags === undefined) throw new Error(`${binFile}: no "#!/usr/bin/env -S node" line: ${shebang}`)
+  return flags.trim().split(/\s+/).filter(Boolean)
+}
+
+/** The node flags the service runs with in production. */
+export const SERVICE_NODE_FLAGS = nodeFlagsOf(path.join(REPO_DIR, 'bin', 'plantstore.js'))
+
 /** The per-token rate limit the services run with: on, far above what one wrk connection set can send. */
 export const BENCH_RATE_LIMIT = '1000000/s'
+
+/**
+ * The plants quota the services run with: on (every insert checks the account's count), far above what a run
+ * adds. At the default of 1,000,000 a full run's POSTs filled the listed account in its fifth round, and every
+ * later POST was a 409.
+ */
+export const BENCH_PLANT_QUOTA = '999999999'
 
 export interface Server {
   /** 'reference', 'SQLite', 'SQLite plain', 'PostgreSQL on Node 26'…: the report's row names. */
@@ -169,7 +187,8 @@ export function startPlain(
 /**
  * Starts the built service (dist/) on a database the harness has seeded (bench/bulk-seed.ts): migrated by the CLI
  * (so the service does not migrate on start, as in production) and holding the accounts' tokens; `token` is one
- * of them, to check the service is ready. `nodeArgs` go to node before the script (the profiler passes
+ * of them, to check the service is ready. It runs with the service's node flags (SERVICE_NODE_FLAGS, or a
+ * snapshot's: `nodeFlags`), as production does. `nodeArgs` go to node before the script too (the profiler passes
  * --cpu-prof); `env` adds settings (the backlog scenarios' webhook ones); `runtime`, another Node binary.
  */
 export function startService(
@@ -177,20 +196,32 @@ export function startService(
   databaseUrl: string,
   token: string,
   context: ServerContext,
-  { nodeArgs = [], env = {}, runtime }: { nodeArgs?: string[]; env?: Record<string, string>; runtime?: Runtime } = {},
+  {
+    nodeArgs = [],
+    env = {},
+    runtime,
+    nodeFlags = SERVICE_NODE_FLAGS,
+  }: { nodeArgs?: string[]; env?: Record<string, string>; runtime?: Runtime; nodeFlags?: string[] } = {},
 ): Promise<Server> {
   const main = runtime?.serviceMain ?? path.join(REPO_DIR, 'dist', 'cli', 'main.js')
   return startProcess(
     label,
     (port) => [
+      ...nodeFlags,
       ...nodeArgs,
       main,
       'serve',
       ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
     ],
-    // Every feature on, as in production: the per-token rate limit counts every request, at a limit wrk never reaches
-    // (a 429 fails the run).
-    { LOG_LEVEL: 'info', DATABASE_MIGRATE_ON_START: 'false', PLANTSTORE_RATE_LIMIT: BENCH_RATE_LIMIT, ...env },
+    // Every feature on, as in production: the per-token rate limit counts every request and every insert checks the
+    // plants quota, at limits a run never reaches (a 429 or 409 fails the run).
+    {
+      LOG_LEVEL: 'info',
+      DATABASE_MIGRATE_ON_START: 'false',
+      PLANTSTORE_RATE_LIMIT: BENCH_RATE_LIMIT,
+      PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: BENCH_PLANT_QUOTA,
+      ...env,
+    },
     token,
     context,
     runtime?.node,
