@@ -85,11 +85,12 @@ export function authThrottle(app: FastifyInstance, options: RateLimitOptions): A
     options.onLimited?.('auth_failures')
     return tooMany('too many failed authentication attempts from this address; retry later', resetMs)
   }
+  /** Throws the 429 when the address's window is full. */
+  const judge = (current: FailureWindow) => {
+    if (current.count >= max) throw refuse(current.resetMs)
+  }
   return {
     check(request) {
-      const judge = (current: FailureWindow) => {
-        if (current.count >= max) throw refuse(current.resetMs)
-      }
       let current: FailureWindow | Promise<FailureWindow>
       try {
         current = counter.count(clientAddress(request))
