@@ -2,11 +2,11 @@
  * `npm run bench:ab`: interleaved A/B runs of builds of the service, to measure one change at a time.
  *
  *   npm run bench:ab -- snapshot NAME          build this checkout and keep its dist/ as variant NAME
- *   npm run bench:ab -- run [--rounds 6] [--seconds 5] [--scenario get|post] VARIANT...
+ *   npm run bench:ab -- run [--rounds 6] [--seconds 5] [--scenario get|post] [--postgres] VARIANT...
  *
  * A VARIANT is a snapshot's NAME, optionally with settings for its process (`NAME@LOG_LEVEL=warn`, several
  * separated by commas; it runs with the node flags of the snapshot's bin/plantstore.js), or `plain` for the plain handler (bench/plain-server.ts). Each gets a SQLite database of
- * its own, seeded alike (10,000 plants); then every round runs wrk against each in turn (the order flips every
+ * its own (with --postgres, a schema of its own at PLANTSTORE_BENCH_POSTGRES_URL), seeded alike (10,000 plants); then every round runs wrk against each in turn (the order flips every
  * round), with the service's node flags, servers pinned as `npm run bench` pins them. It prints, per variant, the
  * medians of req/s, of the server's CPU time per request (less noisy than req/s on a shared machine), of p99 and the
  * highest peak RSS, and the median of the per-round req/s ratios to the first variant and to `plain`. Snapshots live
@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util'
 import { bulkSeed } from './bulk-seed.js'
 import { Cleanup } from './cleanup.js'
 import { detectPinning, pinSelf, requireWrk } from './machine.js'
+import { freshDatabase, type Backend } from './databases.js'
 import { catalogueEnv } from './plants.js'
 import { PeakRss } from './rss.js'
 import { prepareRuntimes } from './runtimes.js'
@@ -72,8 +73,13 @@ function cpuUs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10_000
 }
 
-async function startVariant(text: string, index: number, context: ServerContext): Promise<Variant> {
-  const databaseUrl = `sqlite:${path.join(context.tmpDir, `variant-${index}.db`)}`
+async function startVariant(text: string, index: number, context: ServerContext, backend: Backend): Promise<Variant> {
+  const databaseUrl = await freshDatabase(
+    backend,
+    `ab_variant_${index}`,
+    context,
+    process.env.PLANTSTORE_BENCH_POSTGRES_URL,
+  )
   const [account] = await bulkSeed(databaseUrl, [{ name: 'listed', plants: PLANTS }])
   const token = account?.token ?? ''
   const { name, env } = parseVariant(text)
@@ -155,10 +161,12 @@ async function run(args: string[]): Promise<void> {
       rounds: { type: 'string', default: '6' },
       seconds: { type: 'string', default: '5' },
       scenario: { type: 'string', default: 'get' },
+      postgres: { type: 'boolean', default: false },
     },
   })
   if (!['get', 'post'].includes(values.scenario)) throw new Error('--scenario: get or post')
   if (positionals.length === 0) throw new Error('name at least one variant')
+  const backend: Backend = values.postgres ? 'PostgreSQL' : 'SQLite'
   requireWrk()
   const pinning = detectPinning()
   pinSelf(pinning)
@@ -168,7 +176,7 @@ async function run(args: string[]): Promise<void> {
   try {
     const context: ServerContext = { cpu: pinning.serverCpu, tmpDir, cleanup }
     const variants: Variant[] = []
-    for (const [i, text] of positionals.entries()) variants.push(await startVariant(text, i, context))
+    for (const [i, text] of positionals.entries()) variants.push(await startVariant(text, i, context, backend))
     let idStart = 1_000_000
     for (let round = 0; round < Number(values.rounds); round++) {
       for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) {
@@ -189,7 +197,7 @@ const main =
   command === 'snapshot' ? async () => snapshot(rest[0] ?? '') : command === 'run' ? () => run(rest) : undefined
 if (main === undefined) {
   process.stderr.write(
-    'usage: npm run bench:ab -- snapshot NAME | run [--rounds N] [--seconds S] [--scenario get|post] VARIANT...\n',
+    'usage: npm run bench:ab -- snapshot NAME | run [--rounds N] [--seconds S] [--scenario get|post] [--postgres] VARIANT...\n',
   )
   process.exitCode = 2
 } else {
