@@ -63,6 +63,7 @@ const webhooks = {
     required: ['id'],
     additionalProperties: false,
     properties: { id: { type: 'integer', format: 'int64' } },
+    examples: [{ id: 1 }],
   }),
 }
 
@@ -79,8 +80,18 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Plant Store', description, version, license: { name: 'MIT' } },
+      info: { title: 'Plant Store', description, version, license: { name: 'MIT', identifier: 'MIT' } },
+      // Relative: every instance serves its own document, and "Try it out" calls the instance that served it.
+      servers: [{ url: '/', description: 'The instance serving this document' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
+      tags: [
+        { name: 'plants', description: "The caller's account's plants" },
+        {
+          name: 'webhooks',
+          description: "Subscriptions to the account's plant events, delivered as Standard Webhooks",
+        },
+        { name: 'health', description: 'Liveness and readiness, for load balancers and orchestrators; no token' },
+      ],
       security: [{ bearerAuth: [] }],
       webhooks,
     },

@@ -30,6 +30,39 @@ const HEADERS: Record<number, Record<string, TSchema>> = {
   503: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
 }
 
+type Examples = Record<string, { summary: string; value: unknown }>
+
+/**
+ * A response whose media type carries named examples beside the schema: Fastify's per-content-type form, which
+ * @fastify/swagger copies as it is (examples beside a bare $ref it drops). Fastify serialises it as any other.
+ */
+export function withExamples(
+  schema: TSchema,
+  examples: Examples,
+  response: { description: string; headers?: Record<string, TSchema> },
+): TSchema {
+  return { ...response, content: { 'application/json': { schema, examples } } } as unknown as TSchema
+}
+
+/** One named example per catalogue entry. */
+function errorExamples(kinds: ErrorKind[]): Examples {
+  return Object.fromEntries(
+    kinds.map((kind) => {
+      const { error, summary, example } = ErrorCatalogue[kind]
+      return [kind, { summary: `${error}: ${summary}`, value: { error, message: example } }]
+    }),
+  )
+}
+
+/** The response for one status that answers with the given error kinds, each described, each with an example. */
+export function errorResponse(kinds: ErrorKind[], description: string, headers?: Record<string, TSchema>): TSchema {
+  const values = kinds.map((kind) => `${ErrorCatalogue[kind].error}: ${ErrorCatalogue[kind].summary}`)
+  return withExamples(Type.Ref(ErrorBody), errorExamples(kinds), {
+    description: `${description} \`error\` is one of: ${values.join('; ')}`,
+    ...(headers && { headers }),
+  })
+}
+
 /**
  * Response schemas for the given error kinds (plus auth failures, rate limits, the internal
  * error and shutting down), one per status, each describing its catalogue values.
@@ -43,10 +76,6 @@ export function errorResponses(...kinds: ErrorKind[]): Record<number, TSchema> {
     byStatus.set(status, list)
   }
   const responses: Record<number, TSchema> = {}
-  for (const [status, list] of byStatus) {
-    const values = list.map((kind) => `${ErrorCatalogue[kind].error}: ${ErrorCatalogue[kind].summary}`)
-    const description = `Error. \`error\` is one of: ${values.join('; ')}`
-    responses[status] = Type.Ref(ErrorBody, { description, ...(HEADERS[status] && { headers: HEADERS[status] }) })
-  }
+  for (const [status, list] of byStatus) responses[status] = errorResponse(list, 'Error.', HEADERS[status])
   return responses
 }

@@ -1,12 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ErrorCatalogue } from '../errors.js'
-import { ErrorBody } from '../schemas/error.js'
+import { errorResponse } from './error-responses.js'
 import type { HealthCheck } from '../storage/types.js'
-
-const notReady = [ErrorCatalogue.unavailable, ErrorCatalogue.shuttingDown]
-  .map((entry) => `${entry.error}: ${entry.summary}`)
-  .join('; ')
 
 /** GET /healthz (the process serves HTTP) and GET /readyz (it can serve plants: storage answers, not shutting down). */
 export const healthRoutes: FastifyPluginAsyncTypebox<{ health: HealthCheck }> = async (app, { health }) => {
@@ -14,10 +9,12 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ health: HealthCheck }> = 
     '/healthz',
     {
       schema: {
+        operationId: 'getLiveness',
+        tags: ['health'],
         summary: 'Liveness check',
         description: 'Answers 200 while the process serves HTTP. No authentication.',
         security: [],
-        response: { 200: Type.Object({ status: Type.Literal('ok') }) },
+        response: { 200: Type.Object({ status: Type.Literal('ok') }, { examples: [{ status: 'ok' }] }) },
       },
     },
     async () => ({ status: 'ok' as const }),
@@ -26,6 +23,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ health: HealthCheck }> = 
     '/readyz',
     {
       schema: {
+        operationId: 'getReadiness',
+        tags: ['health'],
         summary: 'Readiness check',
         description:
           'Answers 200 when the storage answers and the instance is not shutting down; 503 otherwise, so a load ' +
@@ -34,10 +33,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ health: HealthCheck }> = 
           'No authentication.',
         security: [],
         response: {
-          200: Type.Object({ status: Type.Literal('ready') }),
-          503: Type.Ref(ErrorBody, {
-            description: `Not ready. \`error\` is one of: ${notReady}`,
-            headers: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
+          200: Type.Object({ status: Type.Literal('ready') }, { examples: [{ status: 'ready' }] }),
+          503: errorResponse(['unavailable', 'shuttingDown'], 'Not ready.', {
+            'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }),
           }),
         },
       },

@@ -9,7 +9,7 @@ import { callerOf } from '../auth/bearer.js'
 import type { PlantStore, StoredPlant } from '../storage/types.js'
 import { plantCreated, plantDeleted } from '../webhooks/events.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
-import { errorResponses } from './error-responses.js'
+import { errorResponses, withExamples } from './error-responses.js'
 
 function toPlant(plant: StoredPlant): Plant {
   return plant.tag === null ? { name: plant.name } : { name: plant.name, tag: plant.tag }
@@ -38,6 +38,21 @@ function sendJsonText(reply: FastifyReply, json: string): FastifyReply {
 }
 
 const security = [{ bearerAuth: [] }]
+const tags = ['plants']
+
+const LIST_EXAMPLES = {
+  default: {
+    summary: 'Each item exactly a Plant',
+    value: [{ name: 'Monstera', tag: 'tropical' }, { name: 'Fern' }],
+  },
+  withIds: {
+    summary: 'With fields=id,name,tag',
+    value: [
+      { id: 1, name: 'Monstera', tag: 'tropical' },
+      { id: 2, name: 'Fern' },
+    ],
+  },
+}
 
 /** POST /plants, GET /plants, DELETE /plants/{id}. */
 export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = async (app, { plants }) => {
@@ -46,15 +61,19 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = as
     {
       config: { scope: 'plants:write' },
       schema: {
+        operationId: 'createPlant',
+        tags,
         summary: 'Create a plant',
         description:
           'Creates a new plant in the store. Re-sending an identical plant is a safe retry (200); the same id with a different name or tag is 409 (40901). An account holding its quota of plants gets 409 (40902) for a new one.',
         security,
         body: NewPlant,
         response: {
-          200: Type.Ref(Plant, {
-            description: 'The plant as stored: exactly the Plant shape (the caller knows the id)',
-          }),
+          200: withExamples(
+            Type.Ref(Plant),
+            { created: { summary: 'The plant created', value: { name: 'Monstera', tag: 'tropical' } } },
+            { description: 'The plant as stored: exactly the Plant shape (the caller knows the id)' },
+          ),
           ...errorResponses(
             'validation',
             'malformedJson',
@@ -84,6 +103,8 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = as
     {
       config: { scope: 'plants:read' },
       schema: {
+        operationId: 'listPlants',
+        tags,
         summary: 'List plants',
         description:
           'Returns the plants of the caller\'s account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page.',
@@ -95,6 +116,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = as
             headers: {
               Link: Type.String({ description: 'RFC 8288 link to the next page, rel="next"; absent on the last page' }),
             },
+            'x-examples': LIST_EXAMPLES,
           }),
           ...errorResponses('validation', 'unavailable'),
         },
@@ -125,6 +147,8 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = as
     {
       config: { scope: 'plants:write' },
       schema: {
+        operationId: 'deletePlant',
+        tags,
         summary: 'Delete a plant',
         description:
           "Deletes a single plant based on the id supplied. 404 when the caller's account has no such plant.",

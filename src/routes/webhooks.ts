@@ -2,14 +2,21 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { callerOf } from '../auth/bearer.js'
 import { ApiError } from '../errors.js'
-import { CreatedSubscription, NewSubscriptionBody, SubscriptionParams, SubscriptionShape } from '../schemas/webhook.js'
+import {
+  CreatedSubscription,
+  NewSubscriptionBody,
+  SUBSCRIPTION_EXAMPLE,
+  SubscriptionParams,
+  SubscriptionShape,
+} from '../schemas/webhook.js'
 import type { Subscription, WebhookStore } from '../storage/types.js'
 import type { EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
-import { errorResponses } from './error-responses.js'
+import { errorResponses, withExamples } from './error-responses.js'
 
 const security = [{ bearerAuth: [] }]
+const tags = ['webhooks']
 
 function shape(subscription: Subscription) {
   return {
@@ -36,6 +43,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookStore; 
     {
       config: { scope: 'webhooks:manage' },
       schema: {
+        operationId: 'createWebhook',
+        tags,
         summary: 'Subscribe to webhook events',
         description:
           "Events of the caller's account are POSTed to `url`, signed as Standard Webhooks (see the `webhooks` section). The answer holds the signing secret, shown only this once. An account holding its quota of subscriptions (10 by default) gets 409 (40902).",
@@ -77,11 +86,17 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookStore; 
     {
       config: { scope: 'webhooks:manage' },
       schema: {
+        operationId: 'listWebhooks',
+        tags,
         summary: 'List webhook subscriptions',
         description: "The caller's account's subscriptions, oldest first; never their secrets.",
         security,
         response: {
-          200: Type.Array(Type.Ref(SubscriptionShape), { description: 'Subscriptions' }),
+          200: withExamples(
+            Type.Array(Type.Ref(SubscriptionShape)),
+            { one: { summary: 'One subscription', value: [SUBSCRIPTION_EXAMPLE] } },
+            { description: 'Subscriptions' },
+          ),
           ...errorResponses('unavailable'),
         },
       },
@@ -94,6 +109,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookStore; 
     {
       config: { scope: 'webhooks:manage' },
       schema: {
+        operationId: 'deleteWebhook',
+        tags,
         summary: 'Remove a webhook subscription',
         description:
           'Stops its deliveries, including events not yet delivered. 404 when the account has no such subscription.',
@@ -119,6 +136,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookStore; 
     {
       config: { scope: 'webhooks:manage' },
       schema: {
+        operationId: 'enableWebhook',
+        tags,
         summary: 'Enable a disabled webhook subscription',
         description:
           'Delivery resumes with the events made from now on (those made while it was disabled are not delivered; ' +
@@ -127,7 +146,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookStore; 
         security,
         params: SubscriptionParams,
         response: {
-          200: Type.Ref(SubscriptionShape, { description: 'The subscription, active' }),
+          200: withExamples(
+            Type.Ref(SubscriptionShape),
+            { enabled: { summary: 'Enabled again', value: SUBSCRIPTION_EXAMPLE } },
+            { description: 'The subscription, active' },
+          ),
           ...errorResponses('validation', 'subscriptionNotFound', 'unavailable'),
         },
       },

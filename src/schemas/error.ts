@@ -1,4 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { ErrorCatalogue } from '../errors.js'
+
+const entries = Object.entries(ErrorCatalogue)
 
 /** The Error shape of every error response: `{error, message}`. */
 export const ErrorBody = Type.Object(
@@ -6,6 +9,10 @@ export const ErrorBody = Type.Object(
     error: Type.Integer({
       format: 'int32',
       description: 'Stable numeric error value from the error catalogue',
+      enum: entries.map(([, entry]) => entry.error),
+      // Names for the values, which client generators (openapi-generator, openapi-typescript) turn into constants.
+      'x-enum-varnames': entries.map(([kind]) => kind),
+      'x-enum-descriptions': entries.map(([, entry]) => entry.summary),
     }),
     message: Type.String({ description: 'What was wrong, and where' }),
   },

@@ -16,14 +16,19 @@ const id = Int64({ description: 'Identification number of the plant, unique with
 /** Plant: the shape create and list answer with (no id). */
 export const Plant = Type.Object(
   { name, tag: Type.Optional(tag) },
-  { $id: 'Plant', title: 'Plant', additionalProperties: false },
+  { $id: 'Plant', title: 'Plant', additionalProperties: false, examples: [{ name: 'Monstera', tag: 'tropical' }] },
 )
 export type Plant = Static<typeof Plant>
 
 /** NewPlant: what a client sends to create a plant; the id is the caller's. */
 export const NewPlant = Type.Object(
   { id, name, tag: Type.Optional(tag) },
-  { $id: 'NewPlant', title: 'NewPlant', additionalProperties: false },
+  {
+    $id: 'NewPlant',
+    title: 'NewPlant',
+    additionalProperties: false,
+    examples: [{ id: 1, name: 'Monstera', tag: 'tropical' }],
+  },
 )
 export type NewPlant = Static<typeof NewPlant>
 

@@ -25,7 +25,11 @@ const newUrl = Text(
 /** What a client sends to subscribe. */
 export const NewSubscriptionBody = Type.Object(
   { url: newUrl, events: Type.Optional({ ...events, description: `${events.description}; both when absent` }) },
-  { title: 'NewWebhookSubscription', additionalProperties: false },
+  {
+    title: 'NewWebhookSubscription',
+    additionalProperties: false,
+    examples: [{ url: 'https://example.com/plantstore/events', events: ['plant.created', 'plant.deleted'] }],
+  },
 )
 export type NewSubscriptionBody = Static<typeof NewSubscriptionBody>
 
@@ -48,10 +52,28 @@ const health = {
   failingSince: nullableTime('Since when its attempts have failed without a success in between; null otherwise'),
 }
 
+/** A subscription as the examples of the OpenAPI document show it. */
+export const SUBSCRIPTION_EXAMPLE = {
+  id: 'whk_0123456789abcdef',
+  url: 'https://example.com/plantstore/events',
+  events: ['plant.created', 'plant.deleted'],
+  createdAt: '2026-11-25T09:30:00.000Z',
+  status: 'active',
+  disabledReason: null,
+  disabledAt: null,
+  queued: 0,
+  failingSince: null,
+}
+
 /** A subscription as listed: never its secret. */
 export const SubscriptionShape = Type.Object(
   { id, url, events, createdAt: Type.String({ format: 'date-time' }), ...health },
-  { $id: 'WebhookSubscription', title: 'WebhookSubscription', additionalProperties: false },
+  {
+    $id: 'WebhookSubscription',
+    title: 'WebhookSubscription',
+    additionalProperties: false,
+    examples: [SUBSCRIPTION_EXAMPLE],
+  },
 )
 export type SubscriptionShape = Static<typeof SubscriptionShape>
 
@@ -68,7 +90,11 @@ export const CreatedSubscription = Type.Object(
       description: 'Standard Webhooks signing secret; shown only in this answer',
     }),
   },
-  { title: 'CreatedWebhookSubscription', additionalProperties: false },
+  {
+    title: 'CreatedWebhookSubscription',
+    additionalProperties: false,
+    examples: [{ ...SUBSCRIPTION_EXAMPLE, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }],
+  },
 )
 
 /** Path parameters of DELETE /webhooks/{id} and POST /webhooks/{id}/enable. */

@@ -65,6 +65,11 @@ describe('public routes and cross-cutting behaviour', () => {
     }
   })
 
+  interface ErrorShape {
+    error: number
+    message: string
+  }
+
   describe('GET /openapi.json', () => {
     let doc: {
       openapi: string
@@ -95,9 +100,10 @@ describe('public routes and cross-cutting behaviour', () => {
         assert.ok(responses, operation)
         assert.deepEqual(Object.keys(responses).sort(), statuses.sort(), operation)
         for (const status of statuses.filter((s) => Number(s) >= 400)) {
+          const content = responses[status]?.content as Record<string, { schema: unknown }> | undefined
           assert.deepEqual(
-            responses[status]?.content,
-            { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+            content?.['application/json']?.schema,
+            { $ref: '#/components/schemas/Error' },
             `${operation} ${status}`,
           )
         }
@@ -125,6 +131,83 @@ describe('public routes and cross-cutting behaviour', () => {
       }
       assert.match(JSON.stringify(hooks['plant.deleted']!.post), /"required":\["id"\]/)
       assert.ok((doc.components.schemas as Record<string, unknown>).NewPlant, 'NewPlant is a component')
+    })
+
+    test('names each operation for generated clients: createPlant, listPlants, deletePlant, …', () => {
+      const ids = Object.values(doc.paths).flatMap((methods) =>
+        Object.values(methods).map((operation) => (operation as { operationId?: string }).operationId),
+      )
+      assert.deepEqual(ids.sort(), [
+        'createPlant',
+        'createWebhook',
+        'deletePlant',
+        'deleteWebhook',
+        'enableWebhook',
+        'getLiveness',
+        'getReadiness',
+        'listPlants',
+        'listWebhooks',
+      ])
+    })
+
+    test('shows a realistic example body for POST /plants and its answer, not text made up from the pattern', () => {
+      const post = doc.paths['/plants']!.post as unknown as {
+        requestBody: { content: { 'application/json': { example: unknown } } }
+        responses: Record<
+          string,
+          { content: { 'application/json': { examples?: Record<string, { value: unknown }> } } }
+        >
+      }
+      assert.deepEqual(post.requestBody.content['application/json'].example, {
+        id: 1,
+        name: 'Monstera',
+        tag: 'tropical',
+      })
+      const answers = Object.values(post.responses['200']!.content['application/json'].examples ?? {})
+      assert.deepEqual(
+        answers.map((example) => example.value),
+        [{ name: 'Monstera', tag: 'tropical' }],
+      )
+    })
+
+    test('shows an example of every request and response body', () => {
+      type Media = Record<string, { example?: unknown; examples?: object }>
+      type Operation = { requestBody?: { content: Media }; responses: Record<string, { content?: Media }> }
+      for (const [path, methods] of Object.entries(doc.paths)) {
+        for (const [method, operation] of Object.entries(methods as Record<string, Operation>)) {
+          const bodies: [string, Media | undefined][] = [['request', operation.requestBody?.content]]
+          for (const [status, response] of Object.entries(operation.responses)) bodies.push([status, response.content])
+          for (const [which, content] of bodies) {
+            for (const media of Object.values(content ?? {})) {
+              assert.ok(media.example !== undefined || media.examples !== undefined, `${method} ${path} ${which}`)
+            }
+          }
+        }
+      }
+    })
+
+    test('gives every error response one example per error value it lists, in the Error shape', () => {
+      for (const [path, methods] of Object.entries(doc.paths)) {
+        for (const [method, operation] of Object.entries(methods)) {
+          for (const [status, response] of Object.entries(operation.responses)) {
+            if (Number(status) < 400) continue
+            const where = `${method} ${path} ${status}`
+            const media = (response.content as Record<string, { examples?: Record<string, { value: ErrorShape }> }>)[
+              'application/json'
+            ]
+            const examples = Object.values(media?.examples ?? {}).map((example) => example.value)
+            const listed = [...(response as { description: string }).description.matchAll(/\b(\d{5}): /g)].map(
+              (match) => Number(match[1]),
+            )
+            assert.deepEqual(
+              examples.map((example) => example.error),
+              listed,
+              where,
+            )
+            for (const example of examples) assert.ok(example.message.length > 0, where)
+          }
+        }
+      }
     })
 
     test('lists the whole error catalogue', () => {
