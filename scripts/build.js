@@ -1,5 +1,6 @@
-// `npm run build` compiles src/ to dist/; `--if-changed` (npm start's prestart) compiles only when a source or a
-// tsconfig changed since the last build that succeeded, so an unchanged checkout starts without loading the compiler.
+// `npm run build` compiles src/ to dist/ and the typed client (clients/typescript/) to its dist/; `--if-changed` (npm
+// start's prestart) compiles the service only, and only when a source or a tsconfig changed since the last build that
+// succeeded, so an unchanged checkout starts without loading the compiler.
 // Plain JavaScript: it runs before there is anything compiled, and without tsx.
 import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs'
@@ -26,8 +27,12 @@ function changed() {
 if (process.argv.includes('--if-changed') && !changed()) process.exit(0)
 const started = new Date()
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
+const projects = ['tsconfig.build.json']
+if (!process.argv.includes('--if-changed')) projects.push(join('clients', 'typescript', 'tsconfig.build.json'))
 try {
-  execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: 'inherit' })
+  for (const project of projects) {
+    execFileSync(process.execPath, [tsc, '-p', join(ROOT, project)], { cwd: ROOT, stdio: 'inherit' })
+  }
 } catch {
   // tsc has printed its errors.
   process.exit(1)

@@ -36,8 +36,10 @@ after(async () => {
 /** A copy of the project's sources with the installed packages linked in, started as a newcomer starts it. */
 function project(): string {
   const dir = tempDir()
-  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'bin', 'scripts']) {
-    cpSync(join(REPO_ROOT, entry), join(dir, entry), { recursive: true })
+  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'bin', 'scripts', 'clients']) {
+    // The typed client's sources, not its build: `npm run build` (npx runs it as `prepare`) makes that.
+    const filter = (source: string) => !source.includes(join('clients', 'typescript', 'dist'))
+    cpSync(join(REPO_ROOT, entry), join(dir, entry), { recursive: true, filter })
   }
   // Linked one by one, so that one (typescript) can be taken away.
   mkdirSync(join(dir, 'node_modules'))

@@ -1,0 +1,34 @@
+import { bodyOf, emptyOf, type Api } from './api.js'
+import type { components, paths } from './generated/openapi.js'
+
+/** A subscription as listed (never its secret). */
+export type Subscription = components['schemas']['WebhookSubscription']
+/** What to subscribe: the URL events are POSTed to, and which events (both when absent). */
+export type NewSubscription = paths['/webhooks']['post']['requestBody']['content']['application/json']
+/** A subscription just made, with its signing secret: shown only this once. */
+export type CreatedSubscription = paths['/webhooks']['post']['responses'][201]['content']['application/json']
+
+export interface WebhooksApi {
+  create(subscription: NewSubscription): Promise<CreatedSubscription>
+  list(): Promise<Subscription[]>
+  delete(id: string): Promise<void>
+  /** Turns a disabled subscription back on. */
+  enable(id: string): Promise<Subscription>
+}
+
+export function webhooksApi(api: Api): WebhooksApi {
+  return {
+    async create(subscription) {
+      return bodyOf(await api.POST('/webhooks', { body: subscription, parseAs: 'text' }))
+    },
+    async list() {
+      return bodyOf(await api.GET('/webhooks', { parseAs: 'text' }))
+    },
+    async delete(id) {
+      emptyOf(await api.DELETE('/webhooks/{id}', { params: { path: { id } } }))
+    },
+    async enable(id) {
+      return bodyOf(await api.POST('/webhooks/{id}/enable', { params: { path: { id } }, parseAs: 'text' }))
+    },
+  }
+}

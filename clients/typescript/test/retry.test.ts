@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { nextCursor } from '../src/link.js'
+import { retryAfterMs, retryingFetch } from '../src/retry.js'
+
+describe('Retry-After', () => {
+  test('reads seconds and HTTP dates, and nothing else', () => {
+    assert.equal(retryAfterMs('1'), 1000)
+    assert.equal(retryAfterMs(' 30 '), 30_000)
+    const now = Date.parse('2026-11-25T10:00:00Z')
+    assert.equal(retryAfterMs('Wed, 25 Nov 2026 10:00:05 GMT', now), 5000)
+    assert.equal(retryAfterMs('Wed, 25 Nov 2026 09:00:00 GMT', now), 0)
+    assert.equal(retryAfterMs(null), undefined)
+    assert.equal(retryAfterMs('soon'), undefined)
+    assert.equal(retryAfterMs('-1'), undefined)
+    assert.equal(retryAfterMs('1.5'), undefined)
+  })
+})
+
+describe('retryingFetch', () => {
+  const answer = (status: number, headers: Record<string, string> = {}) => new Response(null, { status, headers })
+  const request = (method = 'GET') => new Request('http://127.0.0.1:1/plants', { method })
+
+  test('gives up when the wait would end after the time limit, and answers the 503', async () => {
+    let calls = 0
+    const fetch = retryingFetch(async () => (calls++, answer(503, { 'retry-after': '60' })), { retryTimeLimitMs: 1000 })
+    assert.equal((await fetch(request())).status, 503)
+    assert.equal(calls, 1)
+  })
+
+  test('sends a 503-refused POST again, body and all, and answers what the retry got', async () => {
+    const bodies: string[] = []
+    const answers = [answer(503, { 'retry-after': '0' }), answer(200)]
+    const fetch = retryingFetch(async (sent) => (bodies.push(await sent.text()), answers.shift()!))
+    const post = new Request('http://127.0.0.1:1/plants', { method: 'POST', body: '{"id":1,"name":"Fern"}' })
+    assert.equal((await fetch(post)).status, 200)
+    assert.deepEqual(bodies, ['{"id":1,"name":"Fern"}', '{"id":1,"name":"Fern"}'])
+  })
+
+  test('stops waiting when the request is aborted', async () => {
+    const controller = new AbortController()
+    const fetch = retryingFetch(async () => answer(429, { 'retry-after': '20' }))
+    const sent = fetch(new Request('http://127.0.0.1:1/plants', { signal: controller.signal }))
+    controller.abort(new Error('given up'))
+    await assert.rejects(sent, /given up/)
+  })
+
+  test('makes at most `retries` further attempts', async () => {
+    let calls = 0
+    const fetch = retryingFetch(async () => (calls++, answer(429, { 'retry-after': '0' })), { retries: 2 })
+    assert.equal((await fetch(request())).status, 429)
+    assert.equal(calls, 3)
+  })
+
+  test('repeats after a network error only what `repeatable` allows (by default reads)', async () => {
+    let calls = 0
+    const failing = async () => {
+      calls++
+      throw new TypeError('fetch failed')
+    }
+    await assert.rejects(retryingFetch(failing)(request('DELETE')), TypeError)
+    assert.equal(calls, 1)
+    calls = 0
+    await assert.rejects(retryingFetch(failing, { retries: 1 })(request('GET')), TypeError)
+    assert.equal(calls, 2)
+  })
+})
+
+describe('the Link header', () => {
+  test('gives the cursor of rel="next", resolved against the request', () => {
+    const link = '</plants?limit=1&cursor=cDE6MQ&fields=id%2Cname%2Ctag>; rel="next"'
+    assert.equal(nextCursor(link, 'http://127.0.0.1:8080/plants?limit=1'), 'cDE6MQ')
+    assert.equal(nextCursor('<https://x.test/a?cursor=zz>; rel="prev", </p?cursor=yy>; rel=next', 'http://h/'), 'yy')
+    assert.equal(nextCursor(null, 'http://h/'), undefined)
+    assert.equal(nextCursor('</p?cursor=zz>; rel="prev"', 'http://h/'), undefined)
+  })
+})

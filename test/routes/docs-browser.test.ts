@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { after, before, describe, test } from 'node:test'
+import { chromium, type Browser, type Page } from 'playwright-core'
+import { cleanup, eventually, http, startServer, type ServerProcess } from '../helpers/server-process.js'
+
+// Debian's chromium, driven by playwright-core (which downloads no browser of its own). CI installs it and sets
+// PLANTSTORE_TEST_REQUIRE_BROWSER=1, so a missing browser fails there instead of skipping.
+const CHROMIUM = process.env.PLANTSTORE_TEST_CHROMIUM || '/usr/bin/chromium'
+const REQUIRED = process.env.PLANTSTORE_TEST_REQUIRE_BROWSER === '1'
+const FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update']
+// Where to save a screenshot of the page with POST /plants open (docs/api-reference.png is made so).
+const SCREENSHOT = process.env.PLANTSTORE_DOCS_SCREENSHOT || undefined
+
+const skip = existsSync(CHROMIUM) || REQUIRED ? false : `no browser at ${CHROMIUM} (apt-get install chromium)`
+
+after(cleanup)
+
+/** Expands an operation, presses "Try it out" and "Execute", and resolves with the status and body shown. */
+async function tryItOut(page: Page, operationId: string): Promise<{ status: string; body: string }> {
+  const block = page.locator(`#operations-plants-${operationId}`)
+  await block.locator('.opblock-summary').first().click()
+  await block.locator('button.try-out__btn').click()
+  await block.locator('button.execute').click()
+  const response = block.locator('.live-responses-table tbody .response').first()
+  const status = (await response.locator('.response-col_status').innerText()).trim()
+  const body = await response.locator('.response-col_description pre').first().innerText()
+  return { status, body }
+}
+
+/** The top of the page down to POST /plants' answer: the example body sent and the plant it got back. */
+async function screenshot(page: Page, path: string): Promise<void> {
+  const answer = await page.locator('#operations-plants-createPlant .live-responses-table').boundingBox()
+  assert.ok(answer, 'the answer is on the page')
+  await page.screenshot({ path, fullPage: true, clip: { x: 0, y: 0, width: 1280, height: answer.y + answer.height } })
+}
+
+describe('the API reference at /docs in Chromium', { skip }, () => {
+  let server: ServerProcess
+  let browser: Browser
+  let page: Page
+  const token = 'docs-' + randomBytes(30).toString('base64url')
+  const requests: string[] = []
+  const consoleErrors: string[] = []
+
+  before(async () => {
+    assert.ok(existsSync(CHROMIUM), `no browser at ${CHROMIUM}: apt-get install chromium`)
+    server = await startServer({ env: { PLANTSTORE_BOOTSTRAP_TOKEN: token } })
+    // The bootstrap token is stored just after the server listens.
+    await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS })
+    page = await browser.newPage({ viewport: { width: 1280, height: 1600 } })
+    page.on('request', (request) => requests.push(request.url()))
+    page.on('console', (message) => message.type() === 'error' && consoleErrors.push(message.text()))
+    page.on('pageerror', (error) => consoleErrors.push(error.message))
+    await page.goto(`${server.baseUrl}/docs`)
+    await page.locator('#operations-plants-createPlant').waitFor()
+  })
+  after(async () => {
+    await browser?.close()
+    await server?.stop()
+  })
+
+  test('renders the three plant operations', async () => {
+    for (const operationId of ['createPlant', 'listPlants', 'deletePlant']) {
+      assert.equal(await page.locator(`#operations-plants-${operationId}`).count(), 1, operationId)
+    }
+    assert.match(await page.locator('#operations-plants-createPlant').innerText(), /POST\s*\/plants/)
+    assert.match(await page.locator('#operations-plants-deletePlant').innerText(), /DELETE\s*\/plants\/\{id\}/)
+  })
+
+  test('after Authorize with a token, Try it out on POST /plants (its example) and GET /plants answers 200 with the plant', async () => {
+    await page.locator('.auth-wrapper button.authorize').click()
+    await page.locator('.modal-ux input').first().fill(token)
+    await page.locator('.modal-ux .auth-btn-wrapper button.authorize').click()
+    await page.locator('.modal-ux button.btn-done').click()
+
+    const created = await tryItOut(page, 'createPlant')
+    assert.equal(created.status, '200', created.body)
+    assert.deepEqual(JSON.parse(created.body), { name: 'Monstera', tag: 'tropical' })
+    if (SCREENSHOT !== undefined) await screenshot(page, SCREENSHOT)
+
+    const listed = await tryItOut(page, 'listPlants')
+    assert.equal(listed.status, '200', listed.body)
+    assert.deepEqual(JSON.parse(listed.body), [{ name: 'Monstera', tag: 'tropical' }])
+  })
+
+  test('asks no host but the service for anything, and logs no console error', () => {
+    const origin = new URL(server.baseUrl).origin
+    // Only network requests: data: and about: URLs never leave the page.
+    const network = requests.filter((url) => /^(https?|wss?):/.test(url))
+    const elsewhere = network.filter((url) => new URL(url).origin !== origin)
+    assert.deepEqual(elsewhere, [])
+    assert.ok(
+      requests.some((url) => url.endsWith('/openapi.json') || url.includes('/docs/json')),
+      'loads the document',
+    )
+    assert.deepEqual(consoleErrors, [])
+  })
+})
