@@ -38,6 +38,23 @@ async function listAll(client: PlantStoreClient, options?: { limit?: number; tag
   return plants
 }
 
+/**
+ * A fetch whose first `lost` requests reach the server but whose answers do not come back, as when the connection
+ * drops after the request went out; it counts every request.
+ */
+function losingAnswers(lost: number) {
+  const counted = {
+    calls: 0,
+    fetch: async (request: Request) => {
+      const response = await fetch(request)
+      if (++counted.calls > lost) return response
+      await response.arrayBuffer()
+      throw new TypeError('fetch failed (the connection dropped after the request went out)')
+    },
+  }
+  return counted
+}
+
 /** One answer a recording fetch saw: when its request was sent, its status and Retry-After. */
 interface Seen {
   sentAt: number
@@ -163,34 +180,17 @@ for (const backend of backends) {
     })
 
     test('retries a POST whose answer was lost on the way back: the re-POST answers 200', async () => {
-      let calls = 0
-      const losing = createClient({
-        baseUrl: server.baseUrl,
-        token,
-        fetch: async (request) => {
-          const response = await fetch(request)
-          if (++calls > 1) return response
-          await response.arrayBuffer()
-          throw new TypeError('fetch failed (the connection dropped after the request went out)')
-        },
-      })
-      assert.deepEqual(await losing.plants.create({ id: 77n, name: 'Aloe' }), { id: 77n, name: 'Aloe' })
-      assert.equal(calls, 2)
+      const losing = losingAnswers(1)
+      const store = createClient({ baseUrl: server.baseUrl, token, fetch: losing.fetch })
+      assert.deepEqual(await store.plants.create({ id: 77n, name: 'Aloe' }), { id: 77n, name: 'Aloe' })
+      assert.equal(losing.calls, 2)
     })
 
     test('does not repeat a POST /webhooks whose answer was lost: a second one would subscribe twice', async () => {
-      let calls = 0
-      const losing = createClient({
-        baseUrl: server.baseUrl,
-        token,
-        fetch: async (request) => {
-          calls++
-          await (await fetch(request)).arrayBuffer()
-          throw new TypeError('fetch failed (the connection dropped after the request went out)')
-        },
-      })
-      await assert.rejects(losing.webhooks.create({ url: 'http://127.0.0.1:9/lost' }), TypeError)
-      assert.equal(calls, 1)
+      const losing = losingAnswers(Infinity)
+      const store = createClient({ baseUrl: server.baseUrl, token, fetch: losing.fetch })
+      await assert.rejects(store.webhooks.create({ url: 'http://127.0.0.1:9/lost' }), TypeError)
+      assert.equal(losing.calls, 1)
       const [made] = await client.webhooks.list()
       assert.equal(made?.url, 'http://127.0.0.1:9/lost')
       await client.webhooks.delete(made.id)
