@@ -2,7 +2,7 @@ import createFetchClient, { type Client } from 'openapi-fetch'
 import { toError } from './errors.js'
 import type { paths } from './generated/openapi.js'
 import { parseJson, stringifyJson } from './json.js'
-import { retryingFetch, type RetryOptions } from './retry.js'
+import { readOnly, retryingFetch, type RetryOptions } from './retry.js'
 
 /** The typed openapi-fetch client every part of this one calls the API through. */
 export type Api = Client<paths>
@@ -23,7 +23,7 @@ export interface ClientOptions extends RetryOptions {
  * went through) nor POST /webhooks (each makes another subscription).
  */
 function repeatable(request: Request): boolean {
-  if (request.method === 'GET' || request.method === 'HEAD') return true
+  if (readOnly(request)) return true
   const path = new URL(request.url).pathname
   return request.method === 'POST' && (path.endsWith('/plants') || /\/webhooks\/[^/]+\/enable$/.test(path))
 }
@@ -48,8 +48,8 @@ interface TextResult {
 
 /** The body of a successful answer, parsed losslessly; a PlantStoreError for any other. */
 export function bodyOf<T>(result: TextResult): T {
+  emptyOf(result)
   const { response, data } = result
-  if (!response.ok) throw toError(response, result.error)
   if (data === undefined || data === '') throw toError(response, 'a success without the body it should have')
   return parseJson(data) as T
 }

@@ -16,7 +16,8 @@ const BACKOFF_MS = 250
 // 429: a rate or connection limit; 503: storage unavailable, shutting down or at capacity. Both say when to come back,
 // and neither did anything, so any request may be sent again.
 const RETRIED_STATUSES = new Set([429, 503])
-const readOnly: Repeatable = (request) => request.method === 'GET' || request.method === 'HEAD'
+/** Reads: the requests repeated after a network error unless a caller says more. */
+export const readOnly: Repeatable = (request) => request.method === 'GET' || request.method === 'HEAD'
 // An HTTP date as RFC 9110 says to send one (IMF-fixdate); Date.parse alone takes almost any text.
 const HTTP_DATE = /^[A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} [0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$/
 
