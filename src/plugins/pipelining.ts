@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { sendError } from './error-handler.js'
+import { lingerOnClose } from './lingering-close.js'
 import type { RequestGate } from './request-gates.js'
 
 /** Most requests one connection may have in flight at once (HTTP/1.1 pipelining); past it, 429 and the close. */
@@ -17,7 +18,8 @@ type QueuedRequest = IncomingMessage & { [ANSWER_BEFORE]?: ServerResponse }
  * Node parses every request of a chunk before any handler answers, and queues the answers of pipelined requests in
  * memory. A client that pipelines thousands of page requests and never reads made a server buffer hundreds of
  * megabytes of responses. Counting requests in flight per connection bounds that to a few pages: the one past
- * the limit gets 429 with `Connection: close`, and the connection ends after it.
+ * the limit gets 429 with `Connection: close`, and the connection ends after it, lingering so that the answers before
+ * it still reach a client slow to read them.
  *
  * Even 16 pages per connection, over the hundreds of connections one address may open, were a lot to hold for
  * clients that read nothing. So a pipelined request's handler runs only once the answer before it on the connection
@@ -40,6 +42,7 @@ export function registerPipeliningLimit(app: FastifyInstance): RequestGate {
       return true
     }
     reply.header('connection', 'close')
+    lingerOnClose(request.raw.socket)
     sendError(
       reply,
       'tooManyInFlight',

@@ -87,6 +87,17 @@ describe('plantstore serve, slow, oversized, smuggling and flooding clients', ()
     assert.equal((await http(server.baseUrl, 'GET', '/plants?limit=1', { token: TOKEN })).status, 200)
   })
 
+  test('delivers all 16 answers and the 429 to a pipelining client that starts reading only after a moment', async () => {
+    // Runs after the test above, which stored the 300 plants. The answers (over 1 MiB) wait in the kernel, past the
+    // client's receive window, when the server is done with the connection: closing it then, with the client's
+    // requests unread, would reset it and drop every answer not yet delivered.
+    const page = `GET /plants?limit=1000&fields=id,name HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`
+    const { text } = await rawExchange(server.port, [page.repeat(2000)], { readAfterMs: 300, closeAfterMs: 10_000 })
+    const statuses = statusCodes(text)
+    assert.deepEqual(statuses, [...Array<number>(16).fill(200), 429], `got ${statuses.length} answers`)
+    assert.match(text, /connection: close[\s\S]*"error":42902/i)
+  })
+
   test('answers request headers over 16 KiB with 431 in the Error shape', async () => {
     const big = 'x'.repeat(17 * 1024)
     const { text } = await rawExchange(server.port, [`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`])

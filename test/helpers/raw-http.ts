@@ -7,17 +7,22 @@ import { connect } from 'node:net'
 export function rawExchange(
   port: number,
   chunks: string[],
-  options: { gapMs?: number; closeAfterMs?: number } = {},
+  options: { gapMs?: number; closeAfterMs?: number; readAfterMs?: number } = {},
 ): Promise<{ text: string; ms: number }> {
   return new Promise((resolve) => {
     const started = Date.now()
     const socket = connect(port, '127.0.0.1')
     let text = ''
     socket.setEncoding('utf8')
+    const timers: NodeJS.Timeout[] = []
     socket.on('data', (chunk: string) => (text += chunk))
+    // A client busy elsewhere: the answers pile up in the kernel until it reads.
+    if (options.readAfterMs !== undefined) {
+      socket.pause()
+      timers.push(setTimeout(() => socket.resume(), options.readAfterMs))
+    }
     // A reset after the response is fine: 'close' follows and resolves with what arrived.
     socket.on('error', () => {})
-    const timers: NodeJS.Timeout[] = []
     socket.once('close', () => {
       for (const timer of timers) clearTimeout(timer)
       resolve({ text, ms: Date.now() - started })
