@@ -114,8 +114,8 @@ class InstrumentedTokens implements TokenStore {
     return this.#calls.read('findToken', () => this.#inner.find(secretHash))
   }
 
-  create(token: NewToken): Promise<TokenRecord> {
-    return this.#calls.write('createToken', () => this.#inner.create(token))
+  create(token: NewToken, quota?: number): Promise<TokenRecord> {
+    return this.#calls.write('createToken', () => this.#inner.create(token, quota))
   }
 
   createFirst(token: NewToken): Promise<TokenRecord | undefined> {
@@ -128,6 +128,14 @@ class InstrumentedTokens implements TokenStore {
 
   revoke(id: string): Promise<boolean> {
     return this.#calls.write('revokeToken', () => this.#inner.revoke(id))
+  }
+
+  remove(id: string, accountId: number): Promise<boolean> {
+    return this.#calls.write('removeToken', () => this.#inner.remove(id, accountId))
+  }
+
+  accountId(name: string): Promise<number> {
+    return this.#calls.write('ensureAccount', () => this.#inner.accountId(name))
   }
 
   count(): Promise<number> {

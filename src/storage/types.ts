@@ -99,14 +99,22 @@ export interface NewToken {
 export interface TokenStore {
   /** The token whose secret hashes to `secretHash`, whatever its state. */
   find(secretHash: Buffer): Promise<StoredToken | undefined>
-  /** Stores a token, creating its account when new. */
-  create(token: NewToken): Promise<TokenRecord>
+  /**
+   * Stores a token, creating its account when new. With `quota` (above 0), only while the account holds fewer tokens
+   * not revoked (expired ones count until removed), else QuotaExceededError; exact on SQLite, on PostgreSQL creates
+   * racing at the quota may pass it by at most their number.
+   */
+  create(token: NewToken, quota?: number): Promise<TokenRecord>
   /** Stores the token only if the store holds no token at all, atomically across processes; else undefined. */
   createFirst(token: NewToken): Promise<TokenRecord | undefined>
   /** All tokens, or one account's, oldest first. */
   list(accountName?: string): Promise<TokenRecord[]>
   /** Marks a token revoked; false when no such token or already revoked. */
   revoke(id: string): Promise<boolean>
+  /** Deletes one of account `accountId`'s tokens, whatever its state; false when it has no such token. */
+  remove(id: string, accountId: number): Promise<boolean>
+  /** The id of the account called `name`, created when new. */
+  accountId(name: string): Promise<number>
   /** How many tokens exist (any state); zero means a fresh store. */
   count(): Promise<number>
 }
@@ -298,7 +306,7 @@ export class UnsupportedDatabaseUrlError extends Error {
 /** A create refused because the account holds its quota of `resource`. */
 export class QuotaExceededError extends Error {
   constructor(
-    readonly resource: 'plants' | 'subscriptions',
+    readonly resource: 'plants' | 'subscriptions' | 'tokens',
     readonly limit: number,
   ) {
     super(`the account holds its quota of ${limit} ${resource}`)

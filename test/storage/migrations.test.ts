@@ -65,6 +65,7 @@ async function backToVersion1(url: string): Promise<void> {
     db.exec('DROP TABLE storage_probe; DROP TABLE webhook_subscriptions; DROP TABLE webhook_deliveries')
     db.exec('DROP TABLE plant_counts; DROP TABLE webhook_attempts')
     db.exec('DROP TRIGGER plants_counted_on_insert; DROP TRIGGER plants_counted_on_delete')
+    db.exec('DROP INDEX tokens_by_account')
     db.exec('DELETE FROM schema_migrations WHERE version > 1')
     db.close()
     return
@@ -74,6 +75,7 @@ async function backToVersion1(url: string): Promise<void> {
     'DROP TABLE storage_probe, webhook_subscriptions, webhook_deliveries, plant_counts, webhook_attempts',
   )
   await sql.unsafe('ALTER TABLE accounts DROP COLUMN subscriptions')
+  await sql.unsafe('DROP INDEX tokens_by_account')
   await sql.unsafe('DELETE FROM schema_migrations WHERE version > 1')
   await sql.end()
 }

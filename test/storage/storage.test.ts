@@ -203,6 +203,54 @@ for (const backend of backends) {
       assert.ok((await storage.tokens.find(input.secretHash))?.revokedAt instanceof Date)
     })
 
+    test('removes only the named account’s token, in any state', async () => {
+      const input = newToken({ accountName: 'remover' })
+      const { accountId } = await storage.tokens.create(input)
+      assert.equal(await storage.tokens.remove(input.id, other), false, 'another account’s id')
+      assert.ok(await storage.tokens.find(input.secretHash))
+      await storage.tokens.revoke(input.id)
+      assert.equal(await storage.tokens.remove(input.id, accountId), true)
+      assert.equal(await storage.tokens.find(input.secretHash), undefined)
+      assert.equal(await storage.tokens.remove(input.id, accountId), false)
+    })
+
+    test('creates a token only while the account holds fewer than the quota not revoked', async () => {
+      const quota = 2
+      const expired = newToken({ accountName: 'capped', expiresAt: new Date(Date.now() - 1000) })
+      await storage.tokens.create(expired, quota)
+      const live = newToken({ accountName: 'capped' })
+      await storage.tokens.create(live, quota)
+      await assert.rejects(storage.tokens.create(newToken({ accountName: 'capped' }), quota), {
+        name: 'QuotaExceededError',
+        resource: 'tokens',
+        limit: 2,
+      })
+      await storage.tokens.create(newToken({ accountName: 'capped' }), 0)
+      await storage.tokens.revoke(live.id)
+      await assert.rejects(storage.tokens.create(newToken({ accountName: 'capped' }), quota), {
+        name: 'QuotaExceededError',
+      })
+      const { accountId } = await storage.tokens.create(newToken({ accountName: 'uncapped' }), quota)
+      assert.equal(
+        await storage.tokens.remove(expired.id, (await storage.tokens.find(expired.secretHash))!.accountId),
+        true,
+      )
+      await storage.tokens.create(newToken({ accountName: 'capped' }), quota)
+      assert.ok(accountId > 0)
+    })
+
+    test('gives the id of an account by name, creating it once', async () => {
+      const id = await storage.tokens.accountId('by-name')
+      assert.equal(await storage.tokens.accountId('by-name'), id)
+      assert.notEqual(await storage.tokens.accountId('another-name'), id)
+      assert.equal(await storage.tokens.accountId('acme'), acme)
+      const [first, second] = await Promise.all([
+        storage.tokens.accountId('racing'),
+        storage.tokens.accountId('racing'),
+      ])
+      assert.equal(first, second)
+    })
+
     test('lists tokens without secret hashes, filtered by account', async () => {
       const all = await storage.tokens.list()
       assert.ok(all.length >= 4)

@@ -133,6 +133,13 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       UPDATE accounts a SET subscriptions = (SELECT count(*) FROM webhook_subscriptions s WHERE s.account_id = a.id);
     `,
   },
+  {
+    version: 6,
+    // Tokens made over HTTP are capped per account, counted at each create through this index.
+    sql: `
+      CREATE INDEX tokens_by_account ON tokens (account_id);
+    `,
+  },
 ]
 
 // An arbitrary constant ("plantsto" in ASCII): every plantstore migrator takes the same lock.

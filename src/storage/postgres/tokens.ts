@@ -1,5 +1,5 @@
 import { TOKEN_COLUMNS, toToken, withoutSecret, type TokenRow } from '../rows.js'
-import type { NewToken, StoredToken, TokenRecord, TokenStore } from '../types.js'
+import { QuotaExceededError, type NewToken, type StoredToken, type TokenRecord, type TokenStore } from '../types.js'
 import { connect, type Query, type Sql } from './client.js'
 import { guard } from './errors.js'
 
@@ -9,10 +9,20 @@ const MAX_ATTEMPTS = 10
 
 /**
  * Stores a token, creating its account when new, in one statement; `onlyFirst`: only while the store holds no token
- * at all (run it at serializable isolation, where two such inserts racing make one fail with 40001).
+ * at all (run it at serializable isolation, where two such inserts racing make one fail with 40001); `quota` (above
+ * 0): only while the account holds fewer tokens not revoked. Undefined when it stored nothing.
  */
-async function insertToken(sql: Query, token: NewToken, onlyFirst = false): Promise<TokenRecord | undefined> {
-  const when = onlyFirst ? sql`WHERE NOT EXISTS (SELECT 1 FROM tokens)` : sql``
+async function insertToken(
+  sql: Query,
+  token: NewToken,
+  options: { onlyFirst?: boolean; quota?: number } = {},
+): Promise<TokenRecord | undefined> {
+  const when = options.onlyFirst === true ? sql`WHERE NOT EXISTS (SELECT 1 FROM tokens)` : sql``
+  const quota = options.quota ?? 0
+  const under =
+    quota > 0
+      ? sql`WHERE (SELECT count(*) FROM tokens l WHERE l.account_id = account.id AND l.revoked_at IS NULL) < ${quota}`
+      : sql``
   // DO UPDATE rather than DO NOTHING, so that an account that exists is returned too.
   const [row] = await sql<TokenRow[]>`WITH account AS (
       INSERT INTO accounts (name, created_at) SELECT ${token.accountName}, now() ${when}
@@ -20,7 +30,7 @@ async function insertToken(sql: Query, token: NewToken, onlyFirst = false): Prom
     token AS (
       INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
       SELECT ${token.id}, id, ${token.secretHash}, ${token.scopes.join(' ')}, ${token.label}, now(), ${token.expiresAt}
-      FROM account RETURNING *)
+      FROM account ${under} RETURNING *)
     SELECT ${sql.unsafe(TOKEN_COLUMNS)} FROM token t JOIN account a ON a.id = t.account_id`
   return row === undefined ? undefined : withoutSecret(toToken(row))
 }
@@ -45,8 +55,10 @@ export class PostgresTokens implements TokenStore {
     return row === undefined ? undefined : toToken(row)
   }
 
-  async create(token: NewToken): Promise<TokenRecord> {
-    return (await guard(() => insertToken(this.#sql, token)))!
+  async create(token: NewToken, quota = 0): Promise<TokenRecord> {
+    const created = await guard(() => insertToken(this.#sql, token, { quota }))
+    if (created === undefined) throw new QuotaExceededError('tokens', quota)
+    return created
   }
 
   async createFirst(token: NewToken): Promise<TokenRecord | undefined> {
@@ -58,7 +70,7 @@ export class PostgresTokens implements TokenStore {
       return await guard(async () => {
         for (let attempt = 1; ; attempt++) {
           try {
-            return await insertToken(once, token, true)
+            return await insertToken(once, token, { onlyFirst: true })
           } catch (err) {
             // After MAX_ATTEMPTS the 40001 itself is thrown: guard turns it into 503.
             if ((err as { code?: unknown }).code !== SERIALIZATION_FAILURE || attempt >= MAX_ATTEMPTS) throw err
@@ -84,6 +96,22 @@ export class PostgresTokens implements TokenStore {
     const sql = this.#sql
     const result = await guard(() => sql`UPDATE tokens SET revoked_at = now() WHERE id = ${id} AND revoked_at IS NULL`)
     return result.count === 1
+  }
+
+  async remove(id: string, accountId: number): Promise<boolean> {
+    const sql = this.#sql
+    const result = await guard(() => sql`DELETE FROM tokens WHERE id = ${id} AND account_id = ${accountId}`)
+    return result.count === 1
+  }
+
+  async accountId(name: string): Promise<number> {
+    const sql = this.#sql
+    // DO UPDATE rather than DO NOTHING, so that an account that exists is returned too.
+    const [row] = await guard(
+      () => sql<{ id: string }[]>`INSERT INTO accounts (name, created_at) VALUES (${name}, now())
+        ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
+    )
+    return Number(row!.id)
   }
 
   async count(): Promise<number> {

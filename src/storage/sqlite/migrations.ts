@@ -129,6 +129,13 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       CREATE INDEX webhook_subscriptions_settling ON webhook_subscriptions (id) WHERE state = 'disabled' AND queued > 0;
     `,
   },
+  {
+    version: 6,
+    // Tokens made over HTTP are capped per account, counted at each create through this index.
+    sql: `
+      CREATE INDEX tokens_by_account ON tokens (account_id);
+    `,
+  },
 ]
 
 /** Versions this release needs that the database lacks. */

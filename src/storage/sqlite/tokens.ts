@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3'
 import { TOKEN_COLUMNS, toToken, withoutSecret, type TokenRow } from '../rows.js'
-import type { NewToken, StoredToken, TokenRecord, TokenStore } from '../types.js'
+import { QuotaExceededError, type NewToken, type StoredToken, type TokenRecord, type TokenStore } from '../types.js'
 import { ensureAccount } from './accounts.js'
 import { guard } from './errors.js'
 
@@ -23,14 +23,15 @@ export class SqliteTokens implements TokenStore {
     return row === undefined ? undefined : toToken(row)
   }
 
-  async create(token: NewToken): Promise<TokenRecord> {
-    guard(() => this.#db.transaction(() => this.#insert(token)).immediate())
+  async create(token: NewToken, quota = 0): Promise<TokenRecord> {
+    guard(() => this.#db.transaction(() => this.#insert(token, quota)).immediate())
     return withoutSecret((await this.find(token.secretHash))!)
   }
 
-  #insert(token: NewToken): true {
+  #insert(token: NewToken, quota = 0): true {
     const db = this.#db
     const accountId = ensureAccount(db, token.accountName)
+    if (quota > 0 && this.#live(accountId) >= quota) throw new QuotaExceededError('tokens', quota)
     db.prepare(
       `INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
          VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -60,9 +61,26 @@ export class SqliteTokens implements TokenStore {
     return (rows as TokenRow[]).map((row) => withoutSecret(toToken(row)))
   }
 
+  #live(accountId: number): number {
+    return this.#db
+      .prepare('SELECT count(*) FROM tokens WHERE account_id = ? AND revoked_at IS NULL')
+      .pluck()
+      .get(accountId) as number
+  }
+
   async revoke(id: string): Promise<boolean> {
     const sql = 'UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'
     return guard(() => this.#db.prepare(sql).run(Date.now(), id).changes === 1)
+  }
+
+  async remove(id: string, accountId: number): Promise<boolean> {
+    return guard(
+      () => this.#db.prepare('DELETE FROM tokens WHERE id = ? AND account_id = ?').run(id, accountId).changes === 1,
+    )
+  }
+
+  async accountId(name: string): Promise<number> {
+    return guard(() => this.#db.transaction(() => ensureAccount(this.#db, name)).immediate())
   }
 
   async count(): Promise<number> {
