@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import pino from 'pino'
 import { registerBearerAuth } from './auth/bearer.js'
+import { createJwtAuth, type JwtSettings } from './auth/jwt-auth.js'
 import { CONNECTION_LIMIT_DEFAULTS, HTTP_TIMEOUT_DEFAULTS, type ConnectionLimits, type HttpTimeouts } from './config.js'
 import { TokenVerifier } from './auth/token-cache.js'
 import { clientErrorHandler, MAX_HEADER_BYTES } from './plugins/client-errors.js'
@@ -20,6 +21,7 @@ import { RequestLog } from './plugins/request-log.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { plantRoutes } from './routes/plants.js'
+import { tokenRoutes } from './routes/tokens.js'
 import { webhookRoutes } from './routes/webhooks.js'
 import { registerWebhookDispatcher, type DeliverySettings } from './plugins/webhook-dispatcher.js'
 import { validatorCompiler } from './schemas/validator.js'
@@ -43,6 +45,10 @@ export interface AppOptions {
   trustProxy?: boolean | number | string
   /** Rate limits; none when not given. */
   rateLimit?: RateLimitOptions
+  /** JWT access tokens from the operator's identity provider; only the service's own tokens when not given. */
+  jwt?: JwtSettings
+  /** Tokens not revoked an account may hold for POST /tokens to make another; 100 when not given. */
+  tokensPerAccount?: number
   /** When set, GET /metrics needs this bearer token; open otherwise. */
   metricsToken?: string
   /** Shared with the server, which starts draining on a shutdown signal; a private one when not given. */
@@ -164,10 +170,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const throttle = limits && authThrottle(app, limits)
   registerMetrics(app, metrics, { token: options.metricsToken, throttle })
   const verifier = new TokenVerifier(storage.tokens, { ttlMs: options.tokenCacheTtlMs ?? 2000 })
-  registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), throttle)
+  const jwt = options.jwt && createJwtAuth(options.jwt, storage.tokens, app.log)
+  registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), throttle, jwt)
   if (limits) await registerTokenRateLimit(app, limits)
   await app.register(healthRoutes, { health: storage.health })
   await app.register(plantRoutes, { plants: storage.plants })
+  await app.register(tokenRoutes, { tokens: storage.tokens, quota: options.tokensPerAccount ?? 100 })
   const allowPrivate = options.webhooks?.allowPrivate ?? false
   await app.register(webhookRoutes, { webhooks: storage.webhooks, allowPrivate })
   metrics.webhookQueue(() => storage.webhooks.countPendingDeliveries())

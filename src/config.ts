@@ -1,6 +1,8 @@
 import { isIP } from 'node:net'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import type { JwtSettings } from './auth/jwt-auth.js'
+import { keyUrlAllowed } from './auth/key-url.js'
 import { RATE_PATTERN } from './limits/rate.js'
 import { redactUrl } from './redact.js'
 import type { StorageLimits } from './storage/types.js'
@@ -69,6 +71,22 @@ const optionalText = (pattern: string, doc: SettingDoc & { expected: string }) =
   Type.Optional(Type.String({ pattern, ...doc }))
 
 const TOKEN_CHARACTERS = 'characters from A-Z a-z 0-9 - . _ ~ + /'
+const URL_PATTERN = '^https?://[!-~]{1,2000}$'
+const URL_EXPECTED = 'an https:// URL (http:// for a loopback host only)'
+/** Asymmetric JWS algorithms a JWT may be signed with (RFC 8725 §3.1: no `none`, and no HMAC with a shared key). */
+export const JWT_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+]
 
 /**
  * Every setting the service reads: its environment variable, type, bounds and default, and its documentation. The
@@ -175,6 +193,42 @@ export const ConfigSchema = Type.Object({
     description:
       "On a store with no tokens, seed this value as the `default` account's token instead of generating and printing one; for containers and scripts.",
   }),
+  PLANTSTORE_MAX_TOKENS_PER_ACCOUNT: integer(1, 10_000, 100, {
+    unit: 'tokens per account',
+    description:
+      'Tokens not revoked (expired ones included, until deleted) an account may hold for `POST /tokens` to make another; past it 409 (40902). The CLI is not capped.',
+  }),
+  PLANTSTORE_JWT_ISSUER: optionalText(URL_PATTERN, {
+    expected: URL_EXPECTED,
+    description:
+      'Turns on JWT access tokens from your identity provider: the `iss` they must carry, exactly. Needs `PLANTSTORE_JWT_AUDIENCE`. `http://` only for a loopback host.',
+  }),
+  PLANTSTORE_JWT_AUDIENCE: optionalText('^[!-~]{1,512}$', {
+    expected: '1 to 512 visible ASCII characters, such as https://plants.example.com',
+    description: 'The `aud` a JWT must hold (one of its values): the identifier your identity provider gives this API.',
+  }),
+  PLANTSTORE_JWT_JWKS_URL: optionalText(URL_PATTERN, {
+    expected: URL_EXPECTED,
+    description:
+      "Where the issuer's signing keys are; without it, the `jwks_uri` of the issuer's `/.well-known/openid-configuration`. `http://` only for a loopback host.",
+  }),
+  PLANTSTORE_JWT_ACCOUNT_CLAIM: text('^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$', 'sub', {
+    expected: 'a claim name like sub, client_id or tenant',
+    description:
+      "The claim whose value names the caller's account (created on first use, shared with the CLI's tokens of that name). Pick one the provider sets, never one users can choose.",
+  }),
+  PLANTSTORE_JWT_ALGORITHMS: text(
+    `^(${JWT_ALGORITHMS.join('|')})(,(${JWT_ALGORITHMS.join('|')}))*$`,
+    'RS256,ES256,EdDSA',
+    {
+      expected: `a comma-separated list of ${JWT_ALGORITHMS.join(', ')} (never none or HMAC)`,
+      description: 'Signature algorithms a JWT may use; `none` and the HMAC ones (`HS256`…) are refused.',
+    },
+  ),
+  PLANTSTORE_JWT_CLOCK_TOLERANCE: integer(0, 300, 30, {
+    unit: 'seconds',
+    description: "Leeway for `exp`, `nbf` and `iat` against this machine's clock.",
+  }),
   PLANTSTORE_WEBHOOK_DELIVERY: yesNo(true, {
     description: 'Whether this instance delivers webhooks (every instance may: claims never overlap).',
   }),
@@ -249,6 +303,19 @@ export function defaultText(key: ConfigKey): string | undefined {
   return fallback === undefined ? undefined : String(fallback)
 }
 
+/** JWT access tokens when PLANTSTORE_JWT_ISSUER turns them on, from the configuration; undefined otherwise. */
+export function jwtSettings(config: Config): JwtSettings | undefined {
+  if (config.PLANTSTORE_JWT_ISSUER === undefined || config.PLANTSTORE_JWT_AUDIENCE === undefined) return undefined
+  return {
+    issuer: config.PLANTSTORE_JWT_ISSUER,
+    audience: config.PLANTSTORE_JWT_AUDIENCE,
+    jwksUrl: config.PLANTSTORE_JWT_JWKS_URL,
+    accountClaim: config.PLANTSTORE_JWT_ACCOUNT_CLAIM,
+    algorithms: config.PLANTSTORE_JWT_ALGORITHMS.split(','),
+    clockToleranceSeconds: config.PLANTSTORE_JWT_CLOCK_TOLERANCE,
+  }
+}
+
 /** The per-account quotas the storage enforces, from the configuration. */
 export function storageLimits(config: Config): StorageLimits {
   return {
@@ -312,6 +379,25 @@ function proxyEntryValid(entry: string): boolean {
   return prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128))
 }
 
+/** The JWT settings go together: an issuer needs an audience, and neither URL may be fetched in the clear. */
+function checkJwt(config: Config): void {
+  const urls = ['PLANTSTORE_JWT_ISSUER', 'PLANTSTORE_JWT_JWKS_URL'] as const
+  for (const key of urls) {
+    const url = config[key]
+    if (url !== undefined && !keyUrlAllowed(url)) {
+      throw new ConfigError(`${key}: invalid value ${JSON.stringify(redactUrl(url))}; expected ${expectedValue(key)}`)
+    }
+  }
+  if (config.PLANTSTORE_JWT_ISSUER === undefined) {
+    const stray = (['PLANTSTORE_JWT_AUDIENCE', 'PLANTSTORE_JWT_JWKS_URL'] as const).find((key) => config[key])
+    if (stray !== undefined) throw new ConfigError(`${stray}: set without PLANTSTORE_JWT_ISSUER, which turns JWTs on`)
+  } else if (config.PLANTSTORE_JWT_AUDIENCE === undefined) {
+    throw new ConfigError(
+      'PLANTSTORE_JWT_AUDIENCE: required with PLANTSTORE_JWT_ISSUER (RFC 9068: the audience is checked)',
+    )
+  }
+}
+
 /** Rules across keys, after each key is valid on its own. */
 function checked(config: Config): Config {
   const trust = trustProxy(config.TRUST_PROXY)
@@ -320,6 +406,7 @@ function checked(config: Config): Config {
       `TRUST_PROXY: invalid value ${JSON.stringify(trust)}; expected ${expectedValue('TRUST_PROXY')}`,
     )
   }
+  checkJwt(config)
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
       `HTTP_HEADERS_TIMEOUT_MS: ${config.HTTP_HEADERS_TIMEOUT_MS} is above HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS})`,

@@ -65,6 +65,12 @@ export const ErrorCatalogue = {
     summary: 'The account has no webhook subscription with that id',
     example: 'no webhook subscription with id whk_0123456789abcdef',
   },
+  tokenNotFound: {
+    error: 40404,
+    status: 404,
+    summary: 'The account has no token with that id',
+    example: 'no token with id tok_0123456789abcdef',
+  },
   requestTimeout: {
     error: 40801,
     status: 408,
@@ -80,7 +86,8 @@ export const ErrorCatalogue = {
   quotaExceeded: {
     error: 40902,
     status: 409,
-    summary: 'The account holds its quota of this resource (plants or webhook subscriptions); remove some first',
+    summary:
+      'The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first',
     example: 'the account holds its quota of 1000000 plants; delete some before creating more',
   },
   bodyTooLarge: {

@@ -6,7 +6,15 @@ import type { Redis } from 'ioredis'
 import { connectRedis } from './limits/redis.js'
 import { bootstrapToken, BOOTSTRAP_ACCOUNT } from './auth/bootstrap.js'
 import { DEFAULT_SCOPES } from './auth/tokens.js'
-import { ConfigError, connectionLimits, deliverySettings, httpTimeouts, trustProxy, type Config } from './config.js'
+import {
+  ConfigError,
+  connectionLimits,
+  deliverySettings,
+  httpTimeouts,
+  jwtSettings,
+  trustProxy,
+  type Config,
+} from './config.js'
 import { openConfiguredStorage } from './configured-storage.js'
 
 function bootstrapBanner(secret: string, url: string): string {
@@ -68,6 +76,8 @@ export async function serve(config: Config): Promise<void> {
     owned,
     lifecycle,
     metricsToken: config.PLANTSTORE_METRICS_TOKEN,
+    jwt: jwtSettings(config),
+    tokensPerAccount: config.PLANTSTORE_MAX_TOKENS_PER_ACCOUNT,
     trustProxy: trustProxy(config.TRUST_PROXY),
     rateLimit: {
       perToken: parseRate(config.PLANTSTORE_RATE_LIMIT),

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../src/config.js'
+import { ConfigError, DEFAULT_DATABASE_URL, jwtSettings, loadConfig } from '../src/config.js'
 
 describe('configuration', () => {
   test('defaults to port 8080 on 127.0.0.1 with the SQLite file under ./data', () => {
@@ -34,6 +34,10 @@ describe('configuration', () => {
       PLANTSTORE_WEBHOOK_MAX_QUEUED: 10_000,
       PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: 10,
       PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: 1_000_000,
+      PLANTSTORE_MAX_TOKENS_PER_ACCOUNT: 100,
+      PLANTSTORE_JWT_ACCOUNT_CLAIM: 'sub',
+      PLANTSTORE_JWT_ALGORITHMS: 'RS256,ES256,EdDSA',
+      PLANTSTORE_JWT_CLOCK_TOLERANCE: 30,
     })
     assert.equal(DEFAULT_DATABASE_URL, 'sqlite:./data/plantstore.db')
   })
@@ -151,6 +155,52 @@ describe('configuration', () => {
       { PLANTSTORE_WEBHOOK_DELIVERY: '1' },
       /^PLANTSTORE_WEBHOOK_DELIVERY: /,
     ],
+    [
+      'a token quota of 0',
+      { PLANTSTORE_MAX_TOKENS_PER_ACCOUNT: '0' },
+      /^PLANTSTORE_MAX_TOKENS_PER_ACCOUNT: .*1 to 10000/,
+    ],
+    [
+      'a JWT issuer without an audience',
+      { PLANTSTORE_JWT_ISSUER: 'https://id.example.com' },
+      /^PLANTSTORE_JWT_AUDIENCE: required with PLANTSTORE_JWT_ISSUER/,
+    ],
+    [
+      'a JWT audience without an issuer',
+      { PLANTSTORE_JWT_AUDIENCE: 'https://plants.example.com' },
+      /^PLANTSTORE_JWT_AUDIENCE: set without PLANTSTORE_JWT_ISSUER/,
+    ],
+    [
+      'a JWT issuer over plain http to a remote host',
+      { PLANTSTORE_JWT_ISSUER: 'http://id.example.com', PLANTSTORE_JWT_AUDIENCE: 'api' },
+      /^PLANTSTORE_JWT_ISSUER: .*https:\/\/ URL \(http:\/\/ for a loopback host only\)/,
+    ],
+    [
+      'a JWKS URL over plain http to a remote host',
+      {
+        PLANTSTORE_JWT_ISSUER: 'https://id.example.com',
+        PLANTSTORE_JWT_AUDIENCE: 'api',
+        PLANTSTORE_JWT_JWKS_URL: 'http://10.0.0.1/jwks',
+      },
+      /^PLANTSTORE_JWT_JWKS_URL: /,
+    ],
+    ['a JWT issuer that is not a URL', { PLANTSTORE_JWT_ISSUER: 'id.example.com' }, /^PLANTSTORE_JWT_ISSUER: /],
+    [
+      'JWT algorithm none',
+      { PLANTSTORE_JWT_ALGORITHMS: 'RS256,none' },
+      /^PLANTSTORE_JWT_ALGORITHMS: .*never none or HMAC/,
+    ],
+    ['JWT algorithm HS256', { PLANTSTORE_JWT_ALGORITHMS: 'HS256' }, /^PLANTSTORE_JWT_ALGORITHMS: /],
+    [
+      'a JWT account claim with a space',
+      { PLANTSTORE_JWT_ACCOUNT_CLAIM: 'my claim' },
+      /^PLANTSTORE_JWT_ACCOUNT_CLAIM: /,
+    ],
+    [
+      'a JWT clock tolerance over 5 minutes',
+      { PLANTSTORE_JWT_CLOCK_TOLERANCE: '301' },
+      /^PLANTSTORE_JWT_CLOCK_TOLERANCE: .*0 to 300/,
+    ],
   ]
   for (const [what, env, message] of bad) {
     test(`fails fast on ${what}, naming the key`, () => {
@@ -160,6 +210,24 @@ describe('configuration', () => {
       )
     })
   }
+
+  test('turns JWTs on with an issuer and an audience, with the defaults of the rest', () => {
+    const config = loadConfig({
+      PLANTSTORE_JWT_ISSUER: 'https://id.example.com/realms/plants',
+      PLANTSTORE_JWT_AUDIENCE: 'plantstore',
+    })
+    assert.deepEqual(jwtSettings(config), {
+      issuer: 'https://id.example.com/realms/plants',
+      audience: 'plantstore',
+      jwksUrl: undefined,
+      accountClaim: 'sub',
+      algorithms: ['RS256', 'ES256', 'EdDSA'],
+      clockToleranceSeconds: 30,
+    })
+    assert.equal(jwtSettings(loadConfig({})), undefined)
+    const local = loadConfig({ PLANTSTORE_JWT_ISSUER: 'http://127.0.0.1:8081', PLANTSTORE_JWT_AUDIENCE: 'x' })
+    assert.equal(jwtSettings(local)?.issuer, 'http://127.0.0.1:8081', 'plain http to a loopback provider')
+  })
 
   test('never echoes the password of a rejected database URL', () => {
     assert.throws(

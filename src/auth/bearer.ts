@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.js'
-import type { Scope } from './tokens.js'
+import type { AccountDirectory } from './accounts.js'
+import { looksLikeJwt, type JwtCheck, type JwtClaims, type JwtVerifier } from './jwt.js'
+import { TOKEN_PREFIX, type Scope } from './tokens.js'
 import type { TokenCheck, TokenVerifier } from './token-cache.js'
 
 export const REALM = 'plantstore'
@@ -23,8 +25,15 @@ export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'expired' | 'rev
 export interface Caller {
   accountId: number
   accountName: string
+  /** The token's id; for a JWT, `jwt:` and its subject, so that each subject is rate-limited on its own. */
   tokenId: string
   scopes: string[]
+}
+
+/** JWT access tokens from the operator's identity provider, when configured. */
+export interface JwtAuth {
+  verifier: JwtVerifier
+  accounts: AccountDirectory
 }
 
 declare module 'fastify' {
@@ -43,11 +52,16 @@ export function callerOf(request: { caller: Caller | null }): Caller {
   return request.caller
 }
 
-// RFC 6750 b64token, bounded so a huge header costs nothing to hash.
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]{1,512}=*) *$/i
+// RFC 6750 b64token, bounded (a JWT with its claims fits) so a huge header costs little to hash.
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]{1,4096}=*) *$/i
 
 function challenge(params: string = ''): Record<string, string> {
   return { 'www-authenticate': `Bearer realm="${REALM}"${params}` }
+}
+
+/** 403 with the RFC 6750 challenge naming the scope that was missing. */
+export function insufficientScope(scope: string, message: string): ApiError {
+  return new ApiError('insufficientScope', message, challenge(`, error="insufficient_scope", scope="${scope}"`))
 }
 
 function invalidToken(message: string): ApiError {
@@ -68,6 +82,10 @@ function bearerSecret(request: FastifyRequest): string {
   return match[1]
 }
 
+function jwtCaller(accountId: number, claims: JwtClaims): Caller {
+  return { accountId, accountName: claims.account, tokenId: `jwt:${claims.subject}`, scopes: claims.scopes }
+}
+
 const REFUSALS = {
   unknown: 'bearer token is not valid',
   expired: 'bearer token has expired',
@@ -77,12 +95,15 @@ const REFUSALS = {
 /**
  * Authenticates every route that declares a `scope` in its config, in onRequest:
  * before the body is read, so unauthenticated clients cannot make us parse anything.
+ * With `jwt`, a bearer in JWS compact form that does not start with `pst_` is verified as a JWT; anything else is
+ * looked up as one of the service's own tokens (a seeded PLANTSTORE_BOOTSTRAP_TOKEN may look like neither).
  */
 export function registerBearerAuth(
   app: FastifyInstance,
   verifier: TokenVerifier,
   onRefused: (reason: AuthFailure) => void = () => {},
   throttle?: AuthThrottle,
+  jwt?: JwtAuth,
 ): void {
   app.decorateRequest('caller', null)
   const refuse = (request: FastifyRequest, err: ApiError) => {
@@ -105,6 +126,18 @@ export function registerBearerAuth(
     }
     return undefined
   }
+  const admitJwt = (request: FastifyRequest, check: JwtCheck, accounts: AccountDirectory) => {
+    if (!check.ok) {
+      onRefused(check.reason)
+      // Why, for the operator; the client learns only that the token is not valid.
+      request.log.info({ reason: check.detail }, 'JWT refused')
+      return refuse(request, invalidToken(REFUSALS[check.reason]))
+    }
+    const { claims } = check
+    const known = accounts.known(claims.account)
+    if (known !== undefined) return void (request.caller = jwtCaller(known, claims))
+    return accounts.resolve(claims.account).then((id) => void (request.caller = jwtCaller(id, claims)))
+  }
   /** Sets request.caller or throws the refusal; waits only for what is not at hand (a token not in the cache). */
   const authenticate = (request: FastifyRequest): Promise<void> | undefined => {
     let secret: string
@@ -116,6 +149,12 @@ export function registerBearerAuth(
       // Sending no token is not guessing one; a malformed one counts.
       if (missing) throw err
       return refuse(request, err as ApiError)
+    }
+    if (jwt !== undefined && !secret.startsWith(TOKEN_PREFIX) && looksLikeJwt(secret)) {
+      const { verifier: jwts, accounts } = jwt
+      const known = jwts.cached(secret)
+      if (known !== undefined) return admitJwt(request, known, accounts)
+      return jwts.verify(secret).then((check) => admitJwt(request, check, accounts))
     }
     const cached = verifier.cached(secret)
     if (cached !== undefined) return admit(request, cached)
@@ -141,12 +180,6 @@ export function registerBearerAuth(
       return done(null, payload)
     }
     onRefused('insufficient_scope')
-    done(
-      new ApiError(
-        'insufficientScope',
-        `token lacks the scope ${scope} this operation needs`,
-        challenge(`, error="insufficient_scope", scope="${scope}"`),
-      ),
-    )
+    done(insufficientScope(scope, `token lacks the scope ${scope} this operation needs`))
   })
 }

@@ -27,11 +27,12 @@ export function mintToken(request: TokenRequest): { secret: string; record: NewT
   return { secret, record }
 }
 
-/** Creates a token, storing only its hash, and returns the secret with the stored record. */
+/** Creates a token, storing only its hash, and returns the secret with the stored record; `quota` as TokenStore's. */
 export async function issueToken(
   storage: Pick<Storage, 'tokens'>,
   request: TokenRequest,
+  quota?: number,
 ): Promise<{ secret: string; token: TokenRecord }> {
   const { secret, record } = mintToken(request)
-  return { secret, token: await storage.tokens.create(record) }
+  return { secret, token: await storage.tokens.create(record, quota) }
 }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 
 export const TOKEN_PREFIX = 'pst_'
-export const SCOPES = ['plants:read', 'plants:write', 'webhooks:manage'] as const
+export const SCOPES = ['plants:read', 'plants:write', 'webhooks:manage', 'tokens:manage'] as const
 export type Scope = (typeof SCOPES)[number]
 /** What a token may do when no scope is asked for: the plants, not the webhooks (least privilege). */
 export const DEFAULT_SCOPES: readonly Scope[] = ['plants:read', 'plants:write']

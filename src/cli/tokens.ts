@@ -6,10 +6,10 @@ import { accountName, printNote, printTable, withStorage } from './common.js'
 import type { TokenRecord } from '../storage/types.js'
 
 export const TOKENS_HELP = `Usage:
-  plantstore tokens create --account NAME [--scope plants:read] [--scope plants:write]
-                           [--scope webhooks:manage] [--expires-in 30d] [--label TEXT] [--database URL]
+  plantstore tokens create --account NAME [--scope SCOPE]... [--expires-in 30d] [--label TEXT] [--database URL]
       Prints the new token alone on the first line of stdout (details go to stderr).
-      plants:read and plants:write when no --scope is given. Durations: 90s, 15m, 12h, 30d.
+      SCOPE: ${SCOPES.join(', ')}; plants:read and plants:write when no --scope
+      is given. Durations: 90s, 15m, 12h, 30d.
   plantstore tokens list [--account NAME] [--database URL]
       Lists tokens (never their secrets).
   plantstore tokens revoke TOKEN_ID [--database URL]

@@ -15,6 +15,7 @@ const FASTIFY_CODES: Record<string, ErrorKind> = {
 const QUOTA_NAMES = {
   plants: 'plants; delete some before creating more',
   subscriptions: 'webhook subscriptions; remove one before adding another',
+  tokens: 'tokens not revoked; delete one before creating another',
 } as const
 
 const MESSAGES: Partial<Record<ErrorKind, string>> = {

@@ -4,7 +4,9 @@ import type { FastifyInstance } from 'fastify'
 import { ErrorCatalogue } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
 import { NewPlant, Plant } from '../schemas/plant.js'
+import { TokenShape } from '../schemas/token.js'
 import { SubscriptionShape } from '../schemas/webhook.js'
+import { SECURITY } from './security.js'
 
 const catalogue = Object.values(ErrorCatalogue)
   .map(({ error, status, summary }) => `| ${error} | ${status} | ${summary} |`)
@@ -19,6 +21,15 @@ Every error response is \`application/json\` \`{error, message}\`; \`error\` is 
 ${catalogue}
 
 Every response carries \`X-Request-Id\` (a sane incoming one is echoed).`
+
+const JWT_SCHEME = [
+  "An OAuth 2.0 access token from the operator's identity provider (RFC 9068), accepted where `PLANTSTORE_JWT_ISSUER` is set.",
+  "Signed with an asymmetric key from the issuer's key set (`RS256`, `ES256`, `EdDSA` by default); `iss` and `aud` exactly as configured;",
+  '`exp` required, `nbf` and `iat` honoured with 30 s of leeway; header `typ` `at+jwt` or `JWT`.',
+  'The account is named by the `sub` claim (configurable); it is created on first use.',
+  'Scopes come from `scope` (space-delimited) or `scp` (an array): `plants:read`, `plants:write`, `webhooks:manage`,',
+  '`tokens:manage`; others are ignored. A bad, expired or unverifiable token gets 401 `invalid_token`.',
+].join(' ')
 
 const header = (name: string, description: string) =>
   ({ name, in: 'header', required: true, description, schema: { type: 'string' } }) as const
@@ -77,22 +88,39 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
   app.addSchema(NewPlant)
   // Shared schemas are added here, at the root: a plugin that adds its own gets Fastify's default validator.
   app.addSchema(SubscriptionShape)
+  app.addSchema(TokenShape)
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
       info: { title: 'Plant Store', description, version, license: { name: 'MIT', identifier: 'MIT' } },
       // Relative: every instance serves its own document, and "Try it out" calls the instance that served it.
       servers: [{ url: '/', description: 'The instance serving this document' }],
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
+      components: {
+        securitySchemes: {
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'A token of the service (`pst_…`), made with `plantstore tokens create` or `POST /tokens`; its scopes are those it was made with.',
+          },
+          jwtBearer: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description: JWT_SCHEME,
+          },
+        },
+      },
       tags: [
         { name: 'plants', description: "The caller's account's plants" },
         {
           name: 'webhooks',
           description: "Subscriptions to the account's plant events, delivered as Standard Webhooks",
         },
+        { name: 'tokens', description: "The caller's account's own tokens (scope tokens:manage)" },
         { name: 'health', description: 'Liveness and readiness, for load balancers and orchestrators; no token' },
       ],
-      security: [{ bearerAuth: [] }],
+      security: SECURITY,
       webhooks,
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },

@@ -10,6 +10,7 @@ import type { PlantStore, StoredPlant } from '../storage/types.js'
 import { plantCreated, plantDeleted } from '../webhooks/events.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { errorResponses, withExamples } from './error-responses.js'
+import { SECURITY as security } from './security.js'
 
 function toPlant(plant: StoredPlant): Plant {
   return plant.tag === null ? { name: plant.name } : { name: plant.name, tag: plant.tag }
@@ -37,7 +38,6 @@ function sendJsonText(reply: FastifyReply, json: string): FastifyReply {
   return reply.type('application/json; charset=utf-8').send(json)
 }
 
-const security = [{ bearerAuth: [] }]
 const tags = ['plants']
 
 const LIST_EXAMPLES = {

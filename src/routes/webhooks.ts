@@ -14,8 +14,8 @@ import type { EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
 import { errorResponses, withExamples } from './error-responses.js'
+import { SECURITY as security } from './security.js'
 
-const security = [{ bearerAuth: [] }]
 const tags = ['webhooks']
 
 function shape(subscription: Subscription) {

@@ -1,4 +1,4 @@
-import { Kind, type TSchema, type TObject } from '@sinclair/typebox'
+import { FormatRegistry, Kind, type TSchema, type TObject } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { SetErrorFunction, DefaultErrorFunction, ValueErrorType } from '@sinclair/typebox/errors'
 import type { FastifySchemaCompiler } from 'fastify'
@@ -18,6 +18,13 @@ SetErrorFunction((error) => {
 })
 
 const INTEGER = /^-?(0|[1-9][0-9]*)$/
+// RFC 3339 date-time (what OpenAPI's `date-time` means), and a real instant: not 2027-02-30.
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i
+FormatRegistry.Set('date-time', (value) => {
+  if (!DATE_TIME.test(value) || Number.isNaN(Date.parse(value))) return false
+  const [year, month, day] = value.slice(0, 10).split('-').map(Number) as [number, number, number]
+  return new Date(Date.UTC(year, month - 1, day)).getUTCDate() === day
+})
 
 /** Turns one query or path string into the type its schema asks for; leaves anything else to fail validation. */
 function coerceScalar(schema: TSchema, raw: unknown): unknown {

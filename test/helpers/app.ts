@@ -1,5 +1,5 @@
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
-import { buildApp } from '../../src/app.js'
+import { buildApp, type AppOptions } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
 import type { StorageLimits } from '../../src/storage/types.js'
@@ -20,9 +20,10 @@ export async function buildTestApp(
   backend: TestBackend = backends[0]!,
   tokenCacheTtlMs = 2000,
   limits?: StorageLimits,
+  options: Omit<AppOptions, 'storage'> = {},
 ): Promise<TestApp> {
   const { storage, dispose } = await freshStorage(backend, { migrate: true, limits })
-  const app = await buildApp({ storage, tokenCacheTtlMs })
+  const app = await buildApp({ storage, tokenCacheTtlMs, ...options })
   checkEveryResponse(app)
   return {
     app,

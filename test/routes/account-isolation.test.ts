@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import fc from 'fast-check'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
+import { JwksServer, signingKey } from '../helpers/jwks-server.js'
 
 for (const backend of backends) {
   describe(`account isolation (${backend.name})`, () => {
@@ -96,61 +97,75 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   ),
 )
 
+// The same property for both kinds of caller: the service's own tokens, and JWTs whose sub names the account.
+const callers = ['service tokens', 'JWTs'] as const
+
 for (const backend of backends) {
-  describe(`account isolation, generated interleavings (${backend.name})`, () => {
-    let together: TestApp
-    let alone: TestApp
-    before(async () => {
-      together = await buildTestApp(backend)
-      alone = await buildTestApp(backend)
-    })
-    after(async () => {
-      await together.close()
-      await alone.close()
-    })
-
-    /** Runs `ops` on `t`, each account following the last next link it got when asked; returns what each saw. */
-    async function run(t: TestApp, tokens: Record<Who, string>, ops: Op[]): Promise<Record<Who, string[]>> {
-      const seen: Record<Who, string[]> = { a: [], b: [] }
-      const nextLink: Partial<Record<Who, string>> = {}
-      for (const o of ops) {
-        const headers = bearer(tokens[o.who])
-        let res
-        if (o.kind === 'create') {
-          const payload = JSON.stringify({ id: o.id, name: o.name, ...(o.tag && { tag: o.tag }) })
-          res = await t.app.inject({
-            method: 'POST',
-            url: '/plants',
-            headers: { ...headers, 'content-type': 'application/json' },
-            payload,
-          })
-        } else if (o.kind === 'delete') {
-          res = await t.app.inject({ method: 'DELETE', url: `/plants/${o.id}`, headers })
+  for (const caller of callers)
+    describe(`account isolation, generated interleavings, ${caller} (${backend.name})`, () => {
+      let together: TestApp
+      let alone: TestApp
+      let jwks: JwksServer | undefined
+      let mint: (t: TestApp, account: string) => Promise<string>
+      before(async () => {
+        if (caller === 'JWTs') {
+          const key = await signingKey('k1')
+          const issuer = (jwks = await JwksServer.start([key]))
+          mint = (_t, account) => issuer.sign(key, { sub: account, scope: 'plants:read plants:write' })
         } else {
-          const query = `/plants?limit=${o.limit}&fields=id,name,tag${o.tag ? `&tag=${o.tag}` : ''}`
-          res = await t.app.inject({ method: 'GET', url: (o.next && nextLink[o.who]) || query, headers })
-          nextLink[o.who] = /^<([^>]+)>/.exec(String(res.headers.link ?? ''))?.[1]
+          mint = (t, account) => t.token(account)
         }
-        seen[o.who].push(`${res.statusCode} ${res.headers.link ?? ''} ${res.body}`)
-      }
-      return seen
-    }
+        together = await buildTestApp(backend, 2000, undefined, { jwt: jwks?.settings() })
+        alone = await buildTestApp(backend, 2000, undefined, { jwt: jwks?.settings() })
+      })
+      after(async () => {
+        await together.close()
+        await alone.close()
+        await jwks?.stop()
+      })
 
-    test('each account sees exactly what it would see alone, on every endpoint', async () => {
-      let n = 0
-      await fc.assert(
-        fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 30 }), async (ops) => {
-          n++
-          const both = { a: await together.token(`a${n}`), b: await together.token(`b${n}`) }
-          const interleaved = await run(together, both, ops)
-          for (const account of ['a', 'b'] as const) {
-            const solo = { [account]: await alone.token(`${account}${n}`) } as Record<Who, string>
-            const own = ops.filter((o) => o.who === account)
-            assert.deepEqual(interleaved[account], (await run(alone, solo, own))[account])
+      /** Runs `ops` on `t`, each account following the last next link it got when asked; returns what each saw. */
+      async function run(t: TestApp, tokens: Record<Who, string>, ops: Op[]): Promise<Record<Who, string[]>> {
+        const seen: Record<Who, string[]> = { a: [], b: [] }
+        const nextLink: Partial<Record<Who, string>> = {}
+        for (const o of ops) {
+          const headers = bearer(tokens[o.who])
+          let res
+          if (o.kind === 'create') {
+            const payload = JSON.stringify({ id: o.id, name: o.name, ...(o.tag && { tag: o.tag }) })
+            res = await t.app.inject({
+              method: 'POST',
+              url: '/plants',
+              headers: { ...headers, 'content-type': 'application/json' },
+              payload,
+            })
+          } else if (o.kind === 'delete') {
+            res = await t.app.inject({ method: 'DELETE', url: `/plants/${o.id}`, headers })
+          } else {
+            const query = `/plants?limit=${o.limit}&fields=id,name,tag${o.tag ? `&tag=${o.tag}` : ''}`
+            res = await t.app.inject({ method: 'GET', url: (o.next && nextLink[o.who]) || query, headers })
+            nextLink[o.who] = /^<([^>]+)>/.exec(String(res.headers.link ?? ''))?.[1]
           }
-        }),
-        { numRuns: 60 },
-      )
+          seen[o.who].push(`${res.statusCode} ${res.headers.link ?? ''} ${res.body}`)
+        }
+        return seen
+      }
+
+      test('each account sees exactly what it would see alone, on every endpoint', async () => {
+        let n = 0
+        await fc.assert(
+          fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 30 }), async (ops) => {
+            n++
+            const both = { a: await mint(together, `a${n}`), b: await mint(together, `b${n}`) }
+            const interleaved = await run(together, both, ops)
+            for (const account of ['a', 'b'] as const) {
+              const solo = { [account]: await mint(alone, `${account}${n}`) } as Record<Who, string>
+              const own = ops.filter((o) => o.who === account)
+              assert.deepEqual(interleaved[account], (await run(alone, solo, own))[account])
+            }
+          }),
+          { numRuns: 60 },
+        )
+      })
     })
-  })
 }

@@ -72,9 +72,11 @@ describe('the API reference at /docs in Chromium', { skip }, () => {
 
   test('after Authorize with a token, Try it out on POST /plants (its example) and GET /plants answers 200 with the plant', async () => {
     await page.locator('.auth-wrapper button.authorize').click()
-    await page.locator('.modal-ux input').first().fill(token)
-    await page.locator('.modal-ux .auth-btn-wrapper button.authorize').click()
-    await page.locator('.modal-ux button.btn-done').click()
+    // The first scheme, bearerAuth: the service's own token (the second, jwtBearer, takes a JWT).
+    const bearerAuth = page.locator('.modal-ux .auth-container').first()
+    await bearerAuth.locator('input').fill(token)
+    await bearerAuth.locator('.auth-btn-wrapper button.authorize').click()
+    await page.locator('.modal-ux button.btn-done').first().click()
 
     const created = await tryItOut(page, 'createPlant')
     assert.equal(created.status, '200', created.body)

@@ -83,9 +83,14 @@ describe('public routes and cross-cutting behaviour', () => {
       doc = res.json()
     })
 
-    test('is OpenAPI 3.1 with the bearerAuth scheme', () => {
+    test('is OpenAPI 3.1 with the bearerAuth scheme, and the jwtBearer scheme with its claims', () => {
       assert.equal(doc.openapi, '3.1.0')
-      assert.deepEqual(doc.components.securitySchemes.bearerAuth, { type: 'http', scheme: 'bearer' })
+      const { bearerAuth, jwtBearer } = doc.components.securitySchemes as Record<string, Record<string, string>>
+      assert.deepEqual([bearerAuth?.type, bearerAuth?.scheme], ['http', 'bearer'])
+      assert.deepEqual([jwtBearer?.type, jwtBearer?.scheme, jwtBearer?.bearerFormat], ['http', 'bearer', 'JWT'])
+      for (const claim of ['`iss`', '`aud`', '`exp`', '`nbf`', '`iat`', '`sub`', '`scope`', '`scp`', 'at+jwt']) {
+        assert.ok(jwtBearer?.description?.includes(claim), claim)
+      }
     })
 
     test('documents every status each operation can answer, errors with the Error shape', () => {
@@ -107,7 +112,7 @@ describe('public routes and cross-cutting behaviour', () => {
             `${operation} ${status}`,
           )
         }
-        assert.deepEqual(doc.paths[path]?.[method]?.security, [{ bearerAuth: [] }])
+        assert.deepEqual(doc.paths[path]?.[method]?.security, [{ bearerAuth: [] }, { jwtBearer: [] }])
       }
     })
 
@@ -139,13 +144,16 @@ describe('public routes and cross-cutting behaviour', () => {
       )
       assert.deepEqual(ids.sort(), [
         'createPlant',
+        'createToken',
         'createWebhook',
         'deletePlant',
+        'deleteToken',
         'deleteWebhook',
         'enableWebhook',
         'getLiveness',
         'getReadiness',
         'listPlants',
+        'listTokens',
         'listWebhooks',
       ])
     })

@@ -12,6 +12,7 @@ export const ErrorCode = {
   plantNotFound: 40401,
   routeNotFound: 40402,
   subscriptionNotFound: 40403,
+  tokenNotFound: 40404,
   requestTimeout: 40801,
   conflict: 40901,
   quotaExceeded: 40902,

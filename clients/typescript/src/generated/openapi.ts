@@ -85,6 +85,50 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/tokens': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * List your account's tokens
+     * @description The caller's account's tokens that are not revoked, oldest first; never their secrets.
+     */
+    get: operations['listTokens']
+    put?: never
+    /**
+     * Make a token for your own account
+     * @description A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. An account holding 100 tokens not revoked gets 409 (40902).
+     */
+    post: operations['createToken']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/tokens/{id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    post?: never
+    /**
+     * Delete one of your tokens
+     * @description The token stops working within 2 seconds on every instance (the time a verified token is trusted without asking the database again). 404 when the account has no such token.
+     */
+    delete: operations['deleteToken']
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/webhooks': {
     parameters: {
       query?: never
@@ -275,6 +319,7 @@ export interface components {
         | 40401
         | 40402
         | 40403
+        | 40404
         | 40801
         | 40901
         | 40902
@@ -360,6 +405,33 @@ export interface components {
       queued: number
       /** @description Since when its attempts have failed without a success in between; null otherwise */
       failingSince: string | null
+    }
+    /**
+     * Token
+     * @example {
+     *       "id": "tok_0123456789abcdef",
+     *       "scopes": [
+     *         "plants:read"
+     *       ],
+     *       "label": "dashboard",
+     *       "createdAt": "2026-11-25T09:30:00.000Z",
+     *       "expiresAt": "2027-02-23T09:30:00.000Z",
+     *       "revokedAt": null
+     *     }
+     */
+    Token: {
+      /** @description Token id: public, safe to log */
+      id: string
+      /** @description What the token may do */
+      scopes: string[]
+      /** @description What it is for; null when not given */
+      label: string | null
+      /** Format: date-time */
+      createdAt: string
+      /** @description When it stops working; null for a token without expiry (made with the CLI) */
+      expiresAt: string | null
+      /** @description When it was revoked; null while not revoked */
+      revokedAt: string | null
     }
   }
   responses: never
@@ -610,7 +682,7 @@ export interface operations {
           'application/json': components['schemas']['Error']
         }
       }
-      /** @description Error. `error` is one of: 40901: A plant with that id exists with a different name or tag; 40902: The account holds its quota of this resource (plants or webhook subscriptions); remove some first */
+      /** @description Error. `error` is one of: 40901: A plant with that id exists with a different name or tag; 40902: The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first */
       409: {
         headers: {
           [name: string]: unknown
@@ -723,6 +795,342 @@ export interface operations {
         }
       }
       /** @description Error. `error` is one of: 40401: The account has no plant with that id */
+      404: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
+      429: {
+        headers: {
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          'Retry-After'?: number
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 50001: An unexpected error on the server */
+      500: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 50301: The storage is unavailable; retry later; 50303: This instance has as many open connections as it takes; the connection is closed, retry shortly; 50302: This instance is shutting down; retry on another */
+      503: {
+        headers: {
+          /** @description Seconds to wait before retrying */
+          'Retry-After'?: number
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+    }
+  }
+  listTokens: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Tokens */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Token'][]
+        }
+      }
+      /** @description Error. `error` is one of: 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
+      400: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40101: No bearer token was sent; 40102: The bearer token is malformed, unknown, expired or revoked */
+      401: {
+        headers: {
+          /** @description RFC 6750 Bearer challenge */
+          'WWW-Authenticate'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40301: The token lacks the scope the operation needs */
+      403: {
+        headers: {
+          /** @description RFC 6750 Bearer challenge */
+          'WWW-Authenticate'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
+      429: {
+        headers: {
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          'Retry-After'?: number
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 50001: An unexpected error on the server */
+      500: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 50301: The storage is unavailable; retry later; 50303: This instance has as many open connections as it takes; the connection is closed, retry shortly; 50302: This instance is shutting down; retry on another */
+      503: {
+        headers: {
+          /** @description Seconds to wait before retrying */
+          'Retry-After'?: number
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+    }
+  }
+  createToken: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "scopes": [
+         *         "plants:read"
+         *       ],
+         *       "label": "dashboard",
+         *       "expiresAt": "2027-02-23T09:30:00Z"
+         *     }
+         */
+        'application/json': {
+          /** @description What the token may do; at most the calling token's own scopes */
+          scopes: ('plants:read' | 'plants:write' | 'webhooks:manage' | 'tokens:manage')[]
+          /** @description A note saying what the token is for */
+          label?: string
+          /**
+           * Format: date-time
+           * @description When it stops working: in the future, within 366 days; 90 days from now when absent
+           */
+          expiresAt?: string
+        }
+      }
+    }
+    responses: {
+      /** @description Made; keep the secret */
+      201: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          /**
+           * @example {
+           *       "id": "tok_0123456789abcdef",
+           *       "scopes": [
+           *         "plants:read"
+           *       ],
+           *       "label": "dashboard",
+           *       "createdAt": "2026-11-25T09:30:00.000Z",
+           *       "expiresAt": "2027-02-23T09:30:00.000Z",
+           *       "revokedAt": null,
+           *       "secret": "pst_p35GU7Ptfdzo6RkvB--DwIzMSeco5h2RYf7TPCXP_GU"
+           *     }
+           */
+          'application/json': {
+            /** @description Token id: public, safe to log */
+            id: string
+            /** @description What the token may do */
+            scopes: string[]
+            /** @description What it is for; null when not given */
+            label: string | null
+            /** Format: date-time */
+            createdAt: string
+            /** @description When it stops working; null for a token without expiry (made with the CLI) */
+            expiresAt: string | null
+            /** @description When it was revoked; null while not revoked */
+            revokedAt: string | null
+            /** @description The bearer secret; shown only in this answer */
+            secret: string
+          }
+        }
+      }
+      /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40002: The request body is not valid JSON; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
+      400: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40101: No bearer token was sent; 40102: The bearer token is malformed, unknown, expired or revoked */
+      401: {
+        headers: {
+          /** @description RFC 6750 Bearer challenge */
+          'WWW-Authenticate'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40301: The token lacks the scope the operation needs */
+      403: {
+        headers: {
+          /** @description RFC 6750 Bearer challenge */
+          'WWW-Authenticate'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40902: The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first */
+      409: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 41301: The request body is over the size limit */
+      413: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 41501: The request body is not application/json; 41502: The request body has a Content-Encoding other than identity */
+      415: {
+        headers: {
+          /** @description With 41502: `identity`, the only content coding accepted */
+          'Accept-Encoding'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
+      429: {
+        headers: {
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          'Retry-After'?: number
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 50001: An unexpected error on the server */
+      500: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 50301: The storage is unavailable; retry later; 50303: This instance has as many open connections as it takes; the connection is closed, retry shortly; 50302: This instance is shutting down; retry on another */
+      503: {
+        headers: {
+          /** @description Seconds to wait before retrying */
+          'Retry-After'?: number
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+    }
+  }
+  deleteToken: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description Token id: public, safe to log */
+        id: string
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Token deleted */
+      204: {
+        headers: {
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
+      400: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40101: No bearer token was sent; 40102: The bearer token is malformed, unknown, expired or revoked */
+      401: {
+        headers: {
+          /** @description RFC 6750 Bearer challenge */
+          'WWW-Authenticate'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40301: The token lacks the scope the operation needs */
+      403: {
+        headers: {
+          /** @description RFC 6750 Bearer challenge */
+          'WWW-Authenticate'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40404: The account has no token with that id */
       404: {
         headers: {
           [name: string]: unknown
@@ -951,7 +1359,7 @@ export interface operations {
           'application/json': components['schemas']['Error']
         }
       }
-      /** @description Error. `error` is one of: 40902: The account holds its quota of this resource (plants or webhook subscriptions); remove some first */
+      /** @description Error. `error` is one of: 40902: The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first */
       409: {
         headers: {
           [name: string]: unknown

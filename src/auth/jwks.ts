@@ -1,0 +1,106 @@
+import { createLocalJWKSet, errors, type JWTVerifyGetKey } from 'jose'
+import { keyUrlAllowed } from './key-url.js'
+
+/** Where the keys come from, and how often they may be asked for. */
+export interface KeySetOptions {
+  /** The issuer: without `jwksUrl`, its `/.well-known/openid-configuration` names the key set. */
+  issuer: string
+  jwksUrl?: string
+  /** After any fetch, successful or not, how long before another (an unknown `kid` may ask). 30 s by default. */
+  cooldownMs?: number
+  /** Keys older than this are fetched again in the background, still used meanwhile. 10 min by default. */
+  maxAgeMs?: number
+  /** How long one fetch may take. 5 s by default. */
+  timeoutMs?: number
+  /** Told when a fetch fails after the last one succeeded (once per outage), and when one succeeds again. */
+  onOutage?: (err: unknown) => void
+  onRecovery?: () => void
+}
+
+// A key set or discovery document is a few KiB; a provider answering far more is broken.
+const MAX_DOCUMENT_BYTES = 1024 * 1024
+
+async function fetchJson(url: string, timeoutMs: number): Promise<unknown> {
+  if (!keyUrlAllowed(url)) throw new Error(`refusing to fetch keys over ${new URL(url).protocol} from a remote host`)
+  const response = await fetch(url, {
+    headers: { accept: 'application/json, application/jwk-set+json' },
+    redirect: 'manual',
+    signal: AbortSignal.timeout(timeoutMs),
+  })
+  if (response.status !== 200) throw new Error(`${url} answered ${response.status}`)
+  const text = await response.text()
+  if (text.length > MAX_DOCUMENT_BYTES) throw new Error(`${url} answered over ${MAX_DOCUMENT_BYTES} bytes`)
+  return JSON.parse(text) as unknown
+}
+
+/**
+ * The issuer's signing keys, as jose's `jwtVerify` asks for them. Unlike jose's remote key set, an outage costs
+ * nothing to tokens signed by keys already at hand: keys past their age are kept while the fetch that would replace
+ * them fails, and every fetch, failed or not, starts the cooldown, so a flood of tokens with made-up `kid`s asks
+ * the provider at most once per cooldown, up or down.
+ */
+export class KeySet {
+  readonly #options: Required<Omit<KeySetOptions, 'jwksUrl' | 'onOutage' | 'onRecovery'>> & KeySetOptions
+  #jwksUrl: string | undefined
+  #local: ReturnType<typeof createLocalJWKSet> | undefined
+  #fetchedAt = -Infinity
+  #triedAt = -Infinity
+  #pending: Promise<void> | undefined
+  #down = false
+
+  constructor(options: KeySetOptions) {
+    this.#options = { cooldownMs: 30_000, maxAgeMs: 600_000, timeoutMs: 5_000, ...options }
+    this.#jwksUrl = options.jwksUrl
+  }
+
+  /** The key for a JWT's protected header; throws (a refusal, never a crash) when none can be had. */
+  readonly getKey: JWTVerifyGetKey = async (header, token) => {
+    if (this.#local === undefined) await this.#refresh()
+    else if (Date.now() - this.#fetchedAt >= this.#options.maxAgeMs) void this.#refresh()
+    const local = this.#local
+    if (local === undefined) throw new errors.JWKSNoMatchingKey('no signing keys could be fetched')
+    try {
+      return await local(header, token)
+    } catch (err) {
+      if (!(err instanceof errors.JWKSNoMatchingKey)) throw err
+      await this.#refresh()
+      if (this.#local === local) throw err
+      return this.#local!(header, token)
+    }
+  }
+
+  /** Fetches the keys unless a fetch is under way or one was tried within the cooldown. */
+  #refresh(): Promise<void> {
+    if (this.#pending !== undefined) return this.#pending
+    if (Date.now() - this.#triedAt < this.#options.cooldownMs) return Promise.resolve()
+    this.#triedAt = Date.now()
+    this.#pending = this.#fetch().finally(() => (this.#pending = undefined))
+    return this.#pending
+  }
+
+  async #fetch(): Promise<void> {
+    try {
+      const jwks = await fetchJson(this.#jwksUrl ?? (await this.#discover()), this.#options.timeoutMs)
+      this.#local = createLocalJWKSet(jwks as Parameters<typeof createLocalJWKSet>[0])
+      this.#fetchedAt = Date.now()
+      if (this.#down) this.#options.onRecovery?.()
+      this.#down = false
+    } catch (err) {
+      if (!this.#down) this.#options.onOutage?.(err)
+      this.#down = true
+    }
+  }
+
+  /** The `jwks_uri` the issuer's OpenID configuration names, once it names this issuer (RFC 8414 §3.3). */
+  async #discover(): Promise<string> {
+    const issuer = this.#options.issuer
+    const document = (await fetchJson(
+      `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`,
+      this.#options.timeoutMs,
+    )) as { issuer?: unknown; jwks_uri?: unknown }
+    if (document.issuer !== issuer) throw new Error(`the OpenID configuration names issuer ${String(document.issuer)}`)
+    if (typeof document.jwks_uri !== 'string') throw new Error('the OpenID configuration has no jwks_uri')
+    this.#jwksUrl = document.jwks_uri
+    return document.jwks_uri
+  }
+}

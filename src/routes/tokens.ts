@@ -1,0 +1,143 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { callerOf, insufficientScope } from '../auth/bearer.js'
+import { issueToken } from '../auth/issue-token.js'
+import { ApiError } from '../errors.js'
+import {
+  CreatedToken,
+  DEFAULT_TOKEN_LIFETIME_DAYS,
+  MAX_TOKEN_LIFETIME_DAYS,
+  NewTokenBody,
+  TOKEN_EXAMPLE,
+  TokenParams,
+  TokenShape,
+} from '../schemas/token.js'
+import type { TokenRecord, TokenStore } from '../storage/types.js'
+import { errorResponses, withExamples } from './error-responses.js'
+import { SECURITY } from './security.js'
+
+const tags = ['tokens']
+const DAY_MS = 86_400_000
+
+function shape(token: TokenRecord) {
+  return {
+    id: token.id,
+    scopes: token.scopes,
+    label: token.label,
+    createdAt: token.createdAt.toISOString(),
+    expiresAt: token.expiresAt?.toISOString() ?? null,
+    revokedAt: token.revokedAt?.toISOString() ?? null,
+  }
+}
+
+/** The expiry asked for, or the default; 400 unless in the future and within the longest lifetime. */
+function expiryOf(expiresAt: string | undefined, now: number): Date {
+  if (expiresAt === undefined) return new Date(now + DEFAULT_TOKEN_LIFETIME_DAYS * DAY_MS)
+  const when = Date.parse(expiresAt)
+  if (!(when > now && when <= now + MAX_TOKEN_LIFETIME_DAYS * DAY_MS)) {
+    throw new ApiError('validation', `body.expiresAt: must be in the future, within ${MAX_TOKEN_LIFETIME_DAYS} days`)
+  }
+  return new Date(when)
+}
+
+/** POST /tokens, GET /tokens, DELETE /tokens/{id}: the caller account's own tokens, for callers with tokens:manage. */
+export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota: number }> = async (
+  app,
+  { tokens, quota },
+) => {
+  app.post(
+    '/tokens',
+    {
+      config: { scope: 'tokens:manage' },
+      schema: {
+        operationId: 'createToken',
+        tags,
+        summary: 'Make a token for your own account',
+        description: `A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. An account holding ${quota} tokens not revoked gets 409 (40902).`,
+        security: SECURITY,
+        body: NewTokenBody,
+        response: {
+          201: { ...CreatedToken, description: 'Made; keep the secret' },
+          ...errorResponses(
+            'validation',
+            'malformedJson',
+            'quotaExceeded',
+            'bodyTooLarge',
+            'unsupportedMediaType',
+            'unsupportedEncoding',
+            'unavailable',
+          ),
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request)
+      const lacking = request.body.scopes.find((scope) => !caller.scopes.includes(scope))
+      if (lacking !== undefined) {
+        throw insufficientScope(lacking, `a token can only be given scopes the calling token has; it lacks ${lacking}`)
+      }
+      const { secret, token } = await issueToken(
+        { tokens },
+        {
+          accountName: caller.accountName,
+          scopes: request.body.scopes,
+          label: request.body.label ?? null,
+          expiresAt: expiryOf(request.body.expiresAt, Date.now()),
+        },
+        quota,
+      )
+      return reply.code(201).send({ ...shape(token), secret })
+    },
+  )
+
+  app.get(
+    '/tokens',
+    {
+      config: { scope: 'tokens:manage' },
+      schema: {
+        operationId: 'listTokens',
+        tags,
+        summary: "List your account's tokens",
+        description: "The caller's account's tokens that are not revoked, oldest first; never their secrets.",
+        security: SECURITY,
+        response: {
+          200: withExamples(
+            Type.Array(Type.Ref(TokenShape)),
+            { one: { summary: 'One token', value: [TOKEN_EXAMPLE] } },
+            { description: 'Tokens' },
+          ),
+          ...errorResponses('unavailable'),
+        },
+      },
+    },
+    async (request) =>
+      (await tokens.list(callerOf(request).accountName)).filter((token) => token.revokedAt === null).map(shape),
+  )
+
+  app.delete(
+    '/tokens/:id',
+    {
+      config: { scope: 'tokens:manage' },
+      schema: {
+        operationId: 'deleteToken',
+        tags,
+        summary: 'Delete one of your tokens',
+        description:
+          'The token stops working within 2 seconds on every instance (the time a verified token is trusted without asking the database again). 404 when the account has no such token.',
+        security: SECURITY,
+        params: TokenParams,
+        response: {
+          204: Type.Null({ description: 'Token deleted' }),
+          ...errorResponses('validation', 'tokenNotFound', 'unavailable'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params
+      if (!(await tokens.remove(id, callerOf(request).accountId))) {
+        throw new ApiError('tokenNotFound', `no token with id ${id}`)
+      }
+      return reply.code(204).send(null)
+    },
+  )
+}

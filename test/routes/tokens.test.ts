@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
+import { backends } from '../helpers/backends.js'
+
+const DAY_MS = 86_400_000
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+for (const backend of backends) {
+  describe(`token self-service (${backend.name})`, () => {
+    let t: TestApp
+    let manager: { authorization: string }
+    // A short token cache, so that "refused within the bound" takes a moment in the test, not the default 2 s.
+    const TTL_MS = 200
+    before(async () => {
+      t = await buildTestApp(backend, TTL_MS, undefined, { tokensPerAccount: 3 })
+      manager = bearer(await t.token('alice', { scopes: ['plants:read', 'plants:write', 'tokens:manage'] }))
+    })
+    after(() => t.close())
+
+    const create = (headers: Record<string, string>, payload: object) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/tokens',
+        headers: { ...headers, 'content-type': 'application/json' },
+        payload,
+      })
+    const plants = (token: string) => t.app.inject({ method: 'GET', url: '/plants', headers: bearer(token) })
+    const removeAll = async () => {
+      for (const token of (await t.app.inject({ method: 'GET', url: '/tokens', headers: manager })).json()) {
+        if (!token.scopes.includes('tokens:manage')) {
+          await t.app.inject({ method: 'DELETE', url: `/tokens/${token.id}`, headers: manager })
+        }
+      }
+    }
+
+    test('makes a token for the caller’s own account that works at once, shown once with its secret', async () => {
+      await t.app.inject({
+        method: 'POST',
+        url: '/plants',
+        headers: { ...manager, 'content-type': 'application/json' },
+        payload: { id: 1, name: 'Monstera' },
+      })
+      const res = await create(manager, { scopes: ['plants:read'], label: 'dashboard' })
+      assert.equal(res.statusCode, 201, res.body)
+      const made = res.json()
+      assert.match(made.secret, /^pst_/)
+      assert.deepEqual(made.scopes, ['plants:read'])
+      assert.equal(made.label, 'dashboard')
+      assert.equal(made.revokedAt, null)
+      const lifetime = Date.parse(made.expiresAt) - Date.parse(made.createdAt)
+      assert.ok(Math.abs(lifetime - 90 * DAY_MS) < 60_000, `expires after ${lifetime} ms, not 90 days`)
+      const listed = await plants(made.secret)
+      assert.equal(listed.statusCode, 200)
+      assert.deepEqual(listed.json(), [{ name: 'Monstera' }], 'the caller’s account, not another')
+      await removeAll()
+    })
+
+    test('answers 403 insufficient_scope for a scope the caller lacks', async () => {
+      const res = await create(manager, { scopes: ['plants:read', 'webhooks:manage'] })
+      assert.equal(res.statusCode, 403)
+      assert.equal(
+        res.headers['www-authenticate'],
+        'Bearer realm="plantstore", error="insufficient_scope", scope="webhooks:manage"',
+      )
+      assert.deepEqual(res.json(), {
+        error: 40301,
+        message: 'a token can only be given scopes the calling token has; it lacks webhooks:manage',
+      })
+    })
+
+    test('has no way to name another account: an account field is refused with 400', async () => {
+      const res = await create(manager, { scopes: ['plants:read'], account: 'bob' })
+      assert.equal(res.statusCode, 400)
+      assert.equal(res.json().error, 40001)
+      assert.equal((await t.storage.tokens.list('bob')).length, 0)
+    })
+
+    test('refuses an expiry in the past or more than 366 days ahead, and bad bodies, with 400', async () => {
+      const bodies = [
+        { scopes: ['plants:read'], expiresAt: new Date(Date.now() - 1000).toISOString() },
+        { scopes: ['plants:read'], expiresAt: new Date(Date.now() + 367 * DAY_MS).toISOString() },
+        { scopes: ['plants:read'], expiresAt: 'tomorrow' },
+        { scopes: ['plants:read'], expiresAt: '2027-02-30T00:00:00Z' },
+        { scopes: [] },
+        { scopes: ['plants:admin'] },
+        { scopes: ['plants:read', 'plants:read'] },
+        { scopes: ['plants:read'], label: 'line\nbreak' },
+        { scopes: ['plants:read'], label: 'x'.repeat(101) },
+        {},
+      ]
+      for (const body of bodies) {
+        const res = await create(manager, body)
+        assert.equal(res.statusCode, 400, JSON.stringify(body))
+        assert.equal(res.json().error, 40001)
+      }
+      const within = await create(manager, {
+        scopes: ['plants:read'],
+        expiresAt: new Date(Date.now() + 365 * DAY_MS).toISOString(),
+      })
+      assert.equal(within.statusCode, 201, within.body)
+      await removeAll()
+    })
+
+    test('lists the account’s tokens without any secret', async () => {
+      const made = (await create(manager, { scopes: ['plants:read'], label: 'ci' })).json()
+      await t.token('bob', { scopes: ['plants:read'] })
+      const res = await t.app.inject({ method: 'GET', url: '/tokens', headers: manager })
+      assert.equal(res.statusCode, 200)
+      const tokens = res.json() as Array<Record<string, unknown>>
+      assert.deepEqual(
+        tokens.map((token) => token.label),
+        [null, 'ci'],
+        'the caller’s own two (the first from the CLI, without label), not bob’s',
+      )
+      assert.ok(tokens.every((token) => !('secret' in token)))
+      assert.ok(!res.body.includes(made.secret.slice(4)))
+      await removeAll()
+    })
+
+    test('deletes a token: it is refused within the token cache bound, and no longer listed', async () => {
+      const made = (await create(manager, { scopes: ['plants:read'] })).json()
+      assert.equal((await plants(made.secret)).statusCode, 200)
+      const res = await t.app.inject({ method: 'DELETE', url: `/tokens/${made.id}`, headers: manager })
+      assert.equal(res.statusCode, 204)
+      await sleep(TTL_MS + 50)
+      const refused = await plants(made.secret)
+      assert.equal(refused.statusCode, 401)
+      assert.equal(refused.headers['www-authenticate'], 'Bearer realm="plantstore", error="invalid_token"')
+      const listed = (await t.app.inject({ method: 'GET', url: '/tokens', headers: manager })).json()
+      assert.ok(!listed.some((token: { id: string }) => token.id === made.id))
+      const again = await t.app.inject({ method: 'DELETE', url: `/tokens/${made.id}`, headers: manager })
+      assert.equal(again.statusCode, 404)
+    })
+
+    test('answers 404 for another account’s token, which keeps working', async () => {
+      const bobs = await t.token('bob', { scopes: ['plants:read', 'tokens:manage'] })
+      const bobsId = (await t.app.inject({ method: 'GET', url: '/tokens', headers: bearer(bobs) })).json()[0].id
+      const res = await t.app.inject({ method: 'DELETE', url: `/tokens/${bobsId}`, headers: manager })
+      assert.equal(res.statusCode, 404)
+      assert.deepEqual(res.json(), { error: 40404, message: `no token with id ${bobsId}` })
+      await sleep(TTL_MS + 50)
+      assert.equal((await plants(bobs)).statusCode, 200)
+    })
+
+    test('answers 400 for a malformed token id', async () => {
+      const res = await t.app.inject({ method: 'DELETE', url: '/tokens/pst_secret', headers: manager })
+      assert.equal(res.statusCode, 400)
+      assert.equal(res.json().error, 40001)
+    })
+
+    test('stops at the quota of tokens not revoked with 409, and makes room when one is deleted', async () => {
+      // The manager's own token is one of the three.
+      const made = [
+        await create(manager, { scopes: ['plants:read'] }),
+        await create(manager, { scopes: ['plants:read'] }),
+      ]
+      assert.deepEqual(
+        made.map((res) => res.statusCode),
+        [201, 201],
+      )
+      const over = await create(manager, { scopes: ['plants:read'] })
+      assert.equal(over.statusCode, 409)
+      assert.deepEqual(over.json(), {
+        error: 40902,
+        message: 'the account holds its quota of 3 tokens not revoked; delete one before creating another',
+      })
+      await t.app.inject({ method: 'DELETE', url: `/tokens/${made[0]!.json().id}`, headers: manager })
+      assert.equal((await create(manager, { scopes: ['plants:read'] })).statusCode, 201)
+      await removeAll()
+    })
+
+    test('answers 403 to a token without tokens:manage, on every token route', async () => {
+      const plain = bearer(await t.token('alice', { scopes: ['plants:read', 'plants:write'] }))
+      for (const [method, url] of [
+        ['POST', '/tokens'],
+        ['GET', '/tokens'],
+        ['DELETE', '/tokens/tok_0123456789abcdef'],
+      ] as const) {
+        const res = await t.app.inject({
+          method,
+          url,
+          headers: { ...plain, 'content-type': 'application/json' },
+          ...(method === 'POST' && { payload: { scopes: ['plants:read'] } }),
+        })
+        assert.equal(res.statusCode, 403, `${method} ${url}`)
+        assert.match(String(res.headers['www-authenticate']), /scope="tokens:manage"/)
+      }
+    })
+  })
+}
