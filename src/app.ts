@@ -16,7 +16,12 @@ import { admitHead } from './plugins/request-head.js'
 import { registerRequestGates } from './plugins/request-gates.js'
 import { requestId, sendRequestId } from './plugins/request-id.js'
 import { Metrics, registerMetrics } from './plugins/metrics.js'
-import { authThrottle, registerTokenRateLimit, type RateLimitOptions } from './plugins/rate-limit.js'
+import {
+  authThrottle,
+  registerAccountRateLimit,
+  registerTokenRateLimit,
+  type RateLimitOptions,
+} from './plugins/rate-limit.js'
 import { RequestLog } from './plugins/request-log.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
@@ -98,8 +103,8 @@ export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void>
  * 3. the error handler and the JSON body parser, for everything after;
  * 4. the OpenAPI document and /docs; metrics, with the failed-authentication throttle (per client address) shared
  *    with 5;
- * 5. bearer authentication (onRequest), then the per-token rate limit (onRequest too, after it: it counts per
- *    authenticated token);
+ * 5. bearer authentication (onRequest), then the per-account rate limit and the per-token one (onRequest too,
+ *    after it: they count per authenticated caller);
  * 6. the routes; then the webhook dispatcher, started once listening.
  * onClose hooks run in reverse order of registration: the log's last flush and the owned resources' hook are
  * registered first so that they run last.
@@ -169,13 +174,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // One failure count per client address for API tokens and the metrics token alike.
   const throttle = limits && authThrottle(app, limits)
   registerMetrics(app, metrics, { token: options.metricsToken, throttle })
-  const verifier = new TokenVerifier(storage.tokens, { ttlMs: options.tokenCacheTtlMs ?? 2000 })
+  const trustedMs = options.tokenCacheTtlMs ?? 2000
+  const verifier = new TokenVerifier(storage.tokens, { ttlMs: trustedMs })
   const jwt = options.jwt && createJwtAuth(options.jwt, storage.tokens, app.log)
   registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), throttle, jwt)
-  if (limits) await registerTokenRateLimit(app, limits)
+  if (limits) {
+    registerAccountRateLimit(app, limits)
+    await registerTokenRateLimit(app, limits)
+  }
   await app.register(healthRoutes, { health: storage.health })
   await app.register(plantRoutes, { plants: storage.plants })
-  await app.register(tokenRoutes, { tokens: storage.tokens, quota: options.tokensPerAccount ?? 100 })
+  await app.register(tokenRoutes, { tokens: storage.tokens, quota: options.tokensPerAccount ?? 100, trustedMs })
   const allowPrivate = options.webhooks?.allowPrivate ?? false
   await app.register(webhookRoutes, { webhooks: storage.webhooks, allowPrivate })
   metrics.webhookQueue(() => storage.webhooks.countPendingDeliveries())

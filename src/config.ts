@@ -2,7 +2,7 @@ import { isIP } from 'node:net'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import type { JwtSettings } from './auth/jwt-auth.js'
-import { keyUrlAllowed } from './auth/key-url.js'
+import { keyUrlAllowed, looksLikeJwt } from './auth/jwt-shapes.js'
 import { RATE_PATTERN } from './limits/rate.js'
 import { redactUrl } from './redact.js'
 import type { StorageLimits } from './storage/types.js'
@@ -166,6 +166,11 @@ export const ConfigSchema = Type.Object({
     expected: 'requests per token like 600/min, 10/s or 5000/h, or 0 for no limit',
     description:
       'Requests per token per window (`0` turns it off); the whole budget may be spent at once (the burst), then 429 until the window ends.',
+  }),
+  PLANTSTORE_ACCOUNT_RATE_LIMIT: text(RATE_PATTERN, '3000/min', {
+    expected: 'requests per account like 3000/min, 50/s or 100000/h, or 0 for no limit',
+    description:
+      'Requests per account per window, over all of its tokens and JWT subjects (`0` turns it off), so that making more tokens does not make more budget; then 429 until the window ends.',
   }),
   PLANTSTORE_AUTH_FAILURE_LIMIT: text(RATE_PATTERN, '20/min', {
     expected: 'failed authentications per client address like 20/min, or 0 for no limit',
@@ -391,6 +396,10 @@ function checkJwt(config: Config): void {
   if (config.PLANTSTORE_JWT_ISSUER === undefined) {
     const stray = (['PLANTSTORE_JWT_AUDIENCE', 'PLANTSTORE_JWT_JWKS_URL'] as const).find((key) => config[key])
     if (stray !== undefined) throw new ConfigError(`${stray}: set without PLANTSTORE_JWT_ISSUER, which turns JWTs on`)
+  } else if (config.PLANTSTORE_BOOTSTRAP_TOKEN !== undefined && looksLikeJwt(config.PLANTSTORE_BOOTSTRAP_TOKEN)) {
+    throw new ConfigError(
+      'PLANTSTORE_BOOTSTRAP_TOKEN: (hidden) has the form of a JWT, so with PLANTSTORE_JWT_ISSUER set it would be read as a JWT; use one without two dots',
+    )
   } else if (config.PLANTSTORE_JWT_AUDIENCE === undefined) {
     throw new ConfigError(
       'PLANTSTORE_JWT_AUDIENCE: required with PLANTSTORE_JWT_ISSUER (RFC 9068: the audience is checked)',

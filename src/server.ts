@@ -81,6 +81,7 @@ export async function serve(config: Config): Promise<void> {
     trustProxy: trustProxy(config.TRUST_PROXY),
     rateLimit: {
       perToken: parseRate(config.PLANTSTORE_RATE_LIMIT),
+      perAccount: parseRate(config.PLANTSTORE_ACCOUNT_RATE_LIMIT),
       authFailures: parseRate(config.PLANTSTORE_AUTH_FAILURE_LIMIT),
       ...(shared && { redis: shared.redis }),
     },

@@ -10,6 +10,7 @@ describe('configuration', () => {
       WORKERS: 1,
       PLANTSTORE_RATE_LIMIT: '600/min',
       PLANTSTORE_AUTH_FAILURE_LIMIT: '20/min',
+      PLANTSTORE_ACCOUNT_RATE_LIMIT: '3000/min',
       TRUST_PROXY: 'false',
       DATABASE_URL: DEFAULT_DATABASE_URL,
       DATABASE_POOL_SIZE: 10,
@@ -183,6 +184,20 @@ describe('configuration', () => {
         PLANTSTORE_JWT_JWKS_URL: 'http://10.0.0.1/jwks',
       },
       /^PLANTSTORE_JWT_JWKS_URL: /,
+    ],
+    [
+      'a JWT issuer over plain http to a name that starts like a loopback address',
+      { PLANTSTORE_JWT_ISSUER: 'http://127.evil.example', PLANTSTORE_JWT_AUDIENCE: 'api' },
+      /^PLANTSTORE_JWT_ISSUER: /,
+    ],
+    [
+      'a bootstrap token that looks like a JWT while JWTs are on',
+      {
+        PLANTSTORE_JWT_ISSUER: 'https://id.example.com',
+        PLANTSTORE_JWT_AUDIENCE: 'api',
+        PLANTSTORE_BOOTSTRAP_TOKEN: 'abcdefghijklmnop.qrstuvwxyz012345.6789',
+      },
+      /^PLANTSTORE_BOOTSTRAP_TOKEN: .*would be read as a JWT/,
     ],
     ['a JWT issuer that is not a URL', { PLANTSTORE_JWT_ISSUER: 'id.example.com' }, /^PLANTSTORE_JWT_ISSUER: /],
     [

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { AccountDirectory } from './accounts.js'
-import { looksLikeJwt, type JwtCheck, type JwtClaims, type JwtVerifier } from './jwt.js'
+import type { JwtCheck, JwtClaims, JwtVerifier } from './jwt.js'
+import { looksLikeJwt } from './jwt-shapes.js'
 import { TOKEN_PREFIX, type Scope } from './tokens.js'
 import type { TokenCheck, TokenVerifier } from './token-cache.js'
 
@@ -28,6 +29,8 @@ export interface Caller {
   /** The token's id; for a JWT, `jwt:` and its subject, so that each subject is rate-limited on its own. */
   tokenId: string
   scopes: string[]
+  /** When the presented token stops working (ms since the epoch); null for a token without expiry. */
+  expiresAt: number | null
 }
 
 /** JWT access tokens from the operator's identity provider, when configured. */
@@ -83,7 +86,13 @@ function bearerSecret(request: FastifyRequest): string {
 }
 
 function jwtCaller(accountId: number, claims: JwtClaims): Caller {
-  return { accountId, accountName: claims.account, tokenId: `jwt:${claims.subject}`, scopes: claims.scopes }
+  return {
+    accountId,
+    accountName: claims.account,
+    tokenId: `jwt:${claims.subject}`,
+    scopes: claims.scopes,
+    expiresAt: claims.expiresAt,
+  }
 }
 
 const REFUSALS = {
@@ -123,6 +132,7 @@ export function registerBearerAuth(
       accountName: token.accountName,
       tokenId: token.id,
       scopes: token.scopes,
+      expiresAt: token.expiresAt?.getTime() ?? null,
     }
     return undefined
   }

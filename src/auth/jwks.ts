@@ -1,5 +1,6 @@
 import { createLocalJWKSet, errors, type JWTVerifyGetKey } from 'jose'
-import { keyUrlAllowed } from './key-url.js'
+import { redactUrl } from '../redact.js'
+import { keyUrlAllowed } from './jwt-shapes.js'
 
 /** Where the keys come from, and how often they may be asked for. */
 export interface KeySetOptions {
@@ -20,17 +21,43 @@ export interface KeySetOptions {
 // A key set or discovery document is a few KiB; a provider answering far more is broken.
 const MAX_DOCUMENT_BYTES = 1024 * 1024
 
+/** The body of `response` as text, refusing (and cancelling) one over MAX_DOCUMENT_BYTES before reading it all. */
+async function boundedText(response: Response): Promise<string> {
+  if (Number(response.headers.get('content-length') ?? 0) > MAX_DOCUMENT_BYTES) {
+    await response.body?.cancel()
+    throw new Error(`answered over ${MAX_DOCUMENT_BYTES} bytes`)
+  }
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for await (const chunk of response.body ?? []) {
+    size += chunk.byteLength
+    if (size > MAX_DOCUMENT_BYTES) throw new Error(`answered over ${MAX_DOCUMENT_BYTES} bytes`)
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+// The URL as logged: without credentials or query, which may carry secrets.
+const shown = (url: string) => redactUrl(url.split('?')[0]!)
+
 async function fetchJson(url: string, timeoutMs: number): Promise<unknown> {
-  if (!keyUrlAllowed(url)) throw new Error(`refusing to fetch keys over ${new URL(url).protocol} from a remote host`)
+  if (!keyUrlAllowed(url))
+    throw new Error(`refusing to fetch keys from ${shown(url)}: not https, nor a loopback address`)
+  // The timeout covers the body too: the signal aborts the read of a body that trickles in.
   const response = await fetch(url, {
     headers: { accept: 'application/json, application/jwk-set+json' },
     redirect: 'manual',
     signal: AbortSignal.timeout(timeoutMs),
   })
-  if (response.status !== 200) throw new Error(`${url} answered ${response.status}`)
-  const text = await response.text()
-  if (text.length > MAX_DOCUMENT_BYTES) throw new Error(`${url} answered over ${MAX_DOCUMENT_BYTES} bytes`)
-  return JSON.parse(text) as unknown
+  if (response.status !== 200) {
+    await response.body?.cancel()
+    throw new Error(`${shown(url)} answered ${response.status}`)
+  }
+  try {
+    return JSON.parse(await boundedText(response)) as unknown
+  } catch (err) {
+    throw new Error(`${shown(url)}: ${(err as Error).message}`)
+  }
 }
 
 /**
@@ -98,7 +125,9 @@ export class KeySet {
       `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`,
       this.#options.timeoutMs,
     )) as { issuer?: unknown; jwks_uri?: unknown }
-    if (document.issuer !== issuer) throw new Error(`the OpenID configuration names issuer ${String(document.issuer)}`)
+    if (document.issuer !== issuer) {
+      throw new Error(`the OpenID configuration names issuer ${JSON.stringify(document.issuer)?.slice(0, 200)}`)
+    }
     if (typeof document.jwks_uri !== 'string') throw new Error('the OpenID configuration has no jwks_uri')
     this.#jwksUrl = document.jwks_uri
     return document.jwks_uri

@@ -33,11 +33,6 @@ const TYPES = new Set(['at+jwt', 'jwt'])
 const CACHE_TTL_MS = 60_000
 const MAX_CACHED = 1000
 
-/** Whether `value` is a JWS in compact form: three base64url parts joined by dots. */
-export function looksLikeJwt(value: string): boolean {
-  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(value)
-}
-
 /** The granted scopes this service knows: `scope` (space-delimited) or `scp` (an array, or Entra ID's string). */
 function scopesOf(payload: JWTPayload): Scope[] {
   const granted = payload.scope ?? payload.scp

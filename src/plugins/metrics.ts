@@ -1,3 +1,4 @@
+import type { RateLimitKind } from './rate-limit.js'
 import { timingSafeEqual, createHash } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
@@ -31,7 +32,7 @@ export class Metrics {
   })
   readonly #rateLimited = new Counter({
     name: 'plantstore_rate_limited_total',
-    help: 'Requests refused with 429, by limit: token or auth_failures',
+    help: 'Requests refused with 429, by limit: token, account or auth_failures',
     labelNames: ['limit'],
     registers: [this.registry],
   })
@@ -132,7 +133,7 @@ export class Metrics {
   }
 
   /** Counts one request refused by a rate limit. */
-  readonly rateLimited = (limit: 'token' | 'auth_failures'): void => {
+  readonly rateLimited = (limit: RateLimitKind): void => {
     this.#rateLimited.inc({ limit })
   }
 

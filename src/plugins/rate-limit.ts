@@ -11,15 +11,20 @@ import {
 } from '../limits/failure-counter.js'
 import type { Rate } from '../limits/rate.js'
 
+/** Which limit refused a request. */
+export type RateLimitKind = 'token' | 'account' | 'auth_failures'
+
 /** Rate limits: per token, and per client address for failed authentication; shared when `redis` is given. */
 export interface RateLimitOptions {
   perToken: Rate
   authFailures: Rate
+  /** Over all of one account's tokens and JWT subjects; none when not given. */
+  perAccount?: Rate
   redis?: Redis
   /** Prefix of every Redis key (default `plantstore:`), so deployments or test runs sharing a Redis stay apart. */
   namespace?: string
   /** Told of every request refused with 429, by limit. */
-  onLimited?: (limit: 'token' | 'auth_failures') => void
+  onLimited?: (limit: RateLimitKind) => void
 }
 
 // One IPv6 client usually holds a whole /64: count it as one address, or each of its addresses would get a budget.
@@ -63,6 +68,38 @@ export async function registerTokenRateLimit(app: FastifyInstance, options: Rate
     onExceeded: () => options.onLimited?.('token'),
     errorResponseBuilder: (_request, context) =>
       tooMany(`rate limit of ${context.max} requests exceeded; retry in ${context.after}`, context.ttl),
+  })
+}
+
+/**
+ * Per account: every request of one account's callers, whichever token or JWT subject, in one fixed window. Without
+ * it an account could multiply its budget by making tokens (POST /tokens) or subjects. Registered after bearer
+ * authentication, an onRequest hook of the app: it runs before the per-token limit's route-level one. If the store
+ * fails, requests are let through (logged at most once a minute).
+ */
+export function registerAccountRateLimit(app: FastifyInstance, options: RateLimitOptions): void {
+  const limit = options.perAccount
+  if (limit === undefined || limit.max === 0) return
+  const counter: FailureCounter = options.redis
+    ? redisFailureCounter(options.redis, limit.windowMs, `${options.namespace ?? 'plantstore:'}account:`)
+    : memoryFailureCounter(limit.windowMs)
+  let warnedAt = 0
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.caller === null) return done()
+    counter.hit(String(request.caller.accountId)).then(
+      (window) => {
+        if (window.count <= limit.max) return done()
+        options.onLimited?.('account')
+        done(tooMany(`the account's rate limit of ${limit.max} requests exceeded; retry later`, window.resetMs))
+      },
+      (err: unknown) => {
+        if (Date.now() - warnedAt >= 60_000) {
+          warnedAt = Date.now()
+          request.log.warn({ err }, 'rate limit store failed; not limiting per account')
+        }
+        done()
+      },
+    )
   })
 }
 

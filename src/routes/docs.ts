@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
+import { defaultText } from '../config.js'
 import { ErrorCatalogue } from '../errors.js'
 import { ErrorBody } from '../schemas/error.js'
 import { NewPlant, Plant } from '../schemas/plant.js'
@@ -24,9 +25,11 @@ Every response carries \`X-Request-Id\` (a sane incoming one is echoed).`
 
 const JWT_SCHEME = [
   "An OAuth 2.0 access token from the operator's identity provider (RFC 9068), accepted where `PLANTSTORE_JWT_ISSUER` is set.",
-  "Signed with an asymmetric key from the issuer's key set (`RS256`, `ES256`, `EdDSA` by default); `iss` and `aud` exactly as configured;",
-  '`exp` required, `nbf` and `iat` honoured with 30 s of leeway; header `typ` `at+jwt` or `JWT`.',
-  'The account is named by the `sub` claim (configurable); it is created on first use.',
+  "Signed with an asymmetric key from the issuer's key set, by an algorithm of `PLANTSTORE_JWT_ALGORITHMS`",
+  `(\`${defaultText('PLANTSTORE_JWT_ALGORITHMS')}\` by default; never \`none\` or HMAC); \`iss\` and \`aud\` exactly as configured;`,
+  `\`exp\` required, \`nbf\` and \`iat\` honoured with \`PLANTSTORE_JWT_CLOCK_TOLERANCE\` of leeway (${defaultText('PLANTSTORE_JWT_CLOCK_TOLERANCE')} s by default);`,
+  'header `typ` `at+jwt` or `JWT`.',
+  `The account is named by the claim \`PLANTSTORE_JWT_ACCOUNT_CLAIM\` (\`${defaultText('PLANTSTORE_JWT_ACCOUNT_CLAIM')}\` by default), created on first use.`,
   'Scopes come from `scope` (space-delimited) or `scp` (an array): `plants:read`, `plants:write`, `webhooks:manage`,',
   '`tokens:manage`; others are ignored. A bad, expired or unverifiable token gets 401 `invalid_token`.',
 ].join(' ')

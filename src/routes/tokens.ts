@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { callerOf, insufficientScope } from '../auth/bearer.js'
+import { callerOf, insufficientScope, type Caller } from '../auth/bearer.js'
 import { issueToken } from '../auth/issue-token.js'
 import { ApiError } from '../errors.js'
 import {
@@ -30,20 +30,40 @@ function shape(token: TokenRecord) {
   }
 }
 
-/** The expiry asked for, or the default; 400 unless in the future and within the longest lifetime. */
-function expiryOf(expiresAt: string | undefined, now: number): Date {
-  if (expiresAt === undefined) return new Date(now + DEFAULT_TOKEN_LIFETIME_DAYS * DAY_MS)
+/**
+ * The expiry asked for, or the default; 400 unless in the future, within the longest lifetime, and no later than
+ * the calling token's own: a token never outlives the one that made it, so a leaked short-lived token (a JWT of a
+ * few minutes, say) cannot be turned into a lasting one.
+ */
+function expiryOf(expiresAt: string | undefined, caller: Caller, now: number): Date {
+  const latest = Math.min(now + MAX_TOKEN_LIFETIME_DAYS * DAY_MS, caller.expiresAt ?? Infinity)
+  if (expiresAt === undefined) return new Date(Math.min(now + DEFAULT_TOKEN_LIFETIME_DAYS * DAY_MS, latest))
   const when = Date.parse(expiresAt)
   if (!(when > now && when <= now + MAX_TOKEN_LIFETIME_DAYS * DAY_MS)) {
     throw new ApiError('validation', `body.expiresAt: must be in the future, within ${MAX_TOKEN_LIFETIME_DAYS} days`)
   }
+  if (when > latest) {
+    throw new ApiError(
+      'validation',
+      `body.expiresAt: must not be after the calling token expires (${new Date(latest).toISOString()})`,
+    )
+  }
   return new Date(when)
 }
 
+/** True for a token the caller may delete; 403 for one holding a scope the caller lacks (it may not make one either). */
+async function removable(token: TokenRecord, caller: Caller): Promise<true> {
+  const lacking = token.scopes.find((scope) => !caller.scopes.includes(scope))
+  if (lacking !== undefined) {
+    throw insufficientScope(lacking, `token ${token.id} has the scope ${lacking}, which the calling token lacks`)
+  }
+  return true
+}
+
 /** POST /tokens, GET /tokens, DELETE /tokens/{id}: the caller account's own tokens, for callers with tokens:manage. */
-export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota: number }> = async (
+export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota: number; trustedMs: number }> = async (
   app,
-  { tokens, quota },
+  { tokens, quota, trustedMs },
 ) => {
   app.post(
     '/tokens',
@@ -82,7 +102,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
           accountName: caller.accountName,
           scopes: request.body.scopes,
           label: request.body.label ?? null,
-          expiresAt: expiryOf(request.body.expiresAt, Date.now()),
+          expiresAt: expiryOf(request.body.expiresAt, caller, Date.now()),
         },
         quota,
       )
@@ -122,8 +142,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
         operationId: 'deleteToken',
         tags,
         summary: 'Delete one of your tokens',
-        description:
-          'The token stops working within 2 seconds on every instance (the time a verified token is trusted without asking the database again). 404 when the account has no such token.',
+        description: `The token stops working within ${trustedMs / 1000} seconds on every instance (the time a verified token is trusted without asking the database again). 404 when the account has no such token; 403 for one with a scope the caller lacks.`,
         security: SECURITY,
         params: TokenParams,
         response: {
@@ -134,7 +153,10 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
     },
     async (request, reply) => {
       const { id } = request.params
-      if (!(await tokens.remove(id, callerOf(request).accountId))) {
+      const caller = callerOf(request)
+      const target = (await tokens.list(caller.accountName)).find((token) => token.id === id)
+      // A token removed meanwhile, or never the account's: the same 404.
+      if (target === undefined || !(await removable(target, caller)) || !(await tokens.remove(id, caller.accountId))) {
         throw new ApiError('tokenNotFound', `no token with id ${id}`)
       }
       return reply.code(204).send(null)

@@ -101,8 +101,7 @@ export interface TokenStore {
   find(secretHash: Buffer): Promise<StoredToken | undefined>
   /**
    * Stores a token, creating its account when new. With `quota` (above 0), only while the account holds fewer tokens
-   * not revoked (expired ones count until removed), else QuotaExceededError; exact on SQLite, on PostgreSQL creates
-   * racing at the quota may pass it by at most their number.
+   * not revoked (expired ones count until removed), else QuotaExceededError; exact, also under concurrent creates.
    */
   create(token: NewToken, quota?: number): Promise<TokenRecord>
   /** Stores the token only if the store holds no token at all, atomically across processes; else undefined. */

@@ -82,6 +82,21 @@ for (const backend of backends) {
       }
     })
 
+    test('lets a JWT caller make tokens only with its own scopes, and none that outlives it', async () => {
+      const token = await idp.token({ clientId: 'gardener', scopes: ['plants:read', 'tokens:manage'] })
+      const lacking = await call(token, 'POST', '/tokens', { scopes: ['plants:read', 'plants:write'] })
+      assert.equal(lacking.statusCode, 403)
+      assert.equal(
+        lacking.headers['www-authenticate'],
+        'Bearer realm="plantstore", error="insufficient_scope", scope="plants:write"',
+      )
+      const made = await call(token, 'POST', '/tokens', { scopes: ['plants:read'] })
+      assert.equal(made.statusCode, 201)
+      const exp = (JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { exp: number }).exp
+      assert.equal(Date.parse(made.json().expiresAt), exp * 1000, 'the JWT’s own expiry, not 90 days')
+      assert.equal((await call(token, 'DELETE', `/tokens/${made.json().id}`)).statusCode, 204)
+    })
+
     test('keeps each client to its own account', async () => {
       const neighbour = await idp.token({ clientId: 'neighbour', scopes: ALL })
       assert.deepEqual((await call(neighbour, 'GET', '/plants')).json(), [])

@@ -205,7 +205,7 @@ describe('JWT access tokens and the limits', () => {
     jwks = await JwksServer.start([key])
     t = await buildTestApp(undefined, 2000, undefined, {
       jwt: jwks.settings({ accountClaim: 'account' }),
-      rateLimit: { perToken: parseRate('3/min'), authFailures: parseRate('3/min') },
+      rateLimit: { perToken: parseRate('3/min'), perAccount: parseRate('5/min'), authFailures: parseRate('3/min') },
     })
   })
   after(async () => {
@@ -224,11 +224,18 @@ describe('JWT access tokens and the limits', () => {
     assert.equal((await list(bad, '10.0.0.2')).statusCode, 401, 'another address is not limited')
   })
 
-  test('rate-limits each subject on its own, whichever of its tokens it sends', async () => {
-    const of = (sub: string, jti: string) => jwks.sign(key, { sub, scope: 'plants:read', jti, account: 'shared' })
+  test('rate-limits each subject on its own, whichever of its tokens it sends, and the account as a whole', async () => {
+    const of = (sub: string, jti: string, account = 'shared') =>
+      jwks.sign(key, { sub, scope: 'plants:read', jti, account })
     for (let i = 0; i < 3; i++) assert.equal((await list(await of('s1', `a${i}`))).statusCode, 200)
-    assert.equal((await list(await of('s1', 'a3'))).statusCode, 429, 'a fresh token of the same subject')
-    assert.equal((await list(await of('s2', 'b0'))).statusCode, 200, 'another subject')
+    const subject = await list(await of('s1', 'a3'))
+    assert.equal(subject.statusCode, 429, 'a fresh token of the same subject')
+    assert.match(subject.json().message, /^rate limit of 3 requests/)
+    assert.equal((await list(await of('s2', 'b0'))).statusCode, 200, 'another subject, the account’s fifth request')
+    const account = await list(await of('s2', 'b1'))
+    assert.equal(account.statusCode, 429, 'the account’s sixth')
+    assert.match(account.json().message, /^the account's rate limit of 5 requests/)
+    assert.equal((await list(await of('s3', 'c0', 'elsewhere'))).statusCode, 200, 'another account')
   })
 })
 

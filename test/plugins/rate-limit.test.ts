@@ -38,6 +38,32 @@ async function appWith(
 const list = (app: FastifyInstance, headers: Record<string, string>) =>
   app.inject({ method: 'GET', url: '/plants', headers })
 
+describe('per-account rate limit', () => {
+  test('counts every token of one account in one budget, answering 429 past it; other accounts are not affected', async () => {
+    const { app, storage } = await appWith({
+      perToken: { max: 100, windowMs: 60_000 },
+      perAccount: { max: 4, windowMs: 60_000 },
+      authFailures: { max: 0, windowMs: 1000 },
+    })
+    const tokens = await Promise.all(
+      [1, 2, 3].map(async () => bearer((await issueToken(storage, { accountName: 'a' })).secret)),
+    )
+    const statuses = []
+    for (let i = 0; i < 6; i++) statuses.push((await list(app, tokens[i % 3]!)).statusCode)
+    assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429])
+    const limited = await list(app, tokens[0]!)
+    assert.deepEqual(limited.json(), {
+      error: 42901,
+      message: "the account's rate limit of 4 requests exceeded; retry later",
+    })
+    assert.ok(Number(limited.headers['retry-after']) >= 1)
+    const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
+    assert.equal((await list(app, other)).statusCode, 200)
+    const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+    assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="account"\} 3$/m)
+  })
+})
+
 describe('per-token rate limit', () => {
   test('answers 429 in the Error shape with Retry-After and RateLimit headers over the limit, and recovers after the window', async () => {
     const { app, storage } = await appWith({

@@ -143,6 +143,45 @@ for (const backend of backends) {
       assert.equal((await plants(bobs)).statusCode, 200)
     })
 
+    test('never makes a token that outlives the calling one: the default stops at its expiry, a later one is 400', async () => {
+      const expiresAt = new Date(Date.now() + 3_600_000)
+      const shortLived = bearer(await t.token('alice', { scopes: ['plants:read', 'tokens:manage'], expiresAt }))
+      const made = await create(shortLived, { scopes: ['plants:read'] })
+      assert.equal(made.statusCode, 201, made.body)
+      assert.equal(made.json().expiresAt, expiresAt.toISOString())
+      const later = await create(shortLived, {
+        scopes: ['plants:read'],
+        expiresAt: new Date(expiresAt.getTime() + 1000).toISOString(),
+      })
+      assert.equal(later.statusCode, 400)
+      assert.deepEqual(later.json(), {
+        error: 40001,
+        message: `body.expiresAt: must not be after the calling token expires (${expiresAt.toISOString()})`,
+      })
+      await removeAll()
+      // The short-lived manager too, so that the quota test below counts from one.
+      const own = (await t.storage.tokens.list('alice')).find(
+        (token) => token.expiresAt?.getTime() === expiresAt.getTime(),
+      )
+      await t.storage.tokens.revoke(own!.id)
+    })
+
+    test('answers 403 for deleting a token with a scope the caller lacks, and leaves it working', async () => {
+      const writerToken = await t.token('alice', { scopes: ['plants:read', 'webhooks:manage'] })
+      const writer = (await t.app.inject({ method: 'GET', url: '/tokens', headers: manager }))
+        .json()
+        .find((token: { scopes: string[] }) => token.scopes.includes('webhooks:manage'))
+      const res = await t.app.inject({ method: 'DELETE', url: `/tokens/${writer.id}`, headers: manager })
+      assert.equal(res.statusCode, 403)
+      assert.equal(
+        res.headers['www-authenticate'],
+        'Bearer realm="plantstore", error="insufficient_scope", scope="webhooks:manage"',
+      )
+      await sleep(TTL_MS + 50)
+      assert.equal((await plants(writerToken)).statusCode, 200)
+      await t.storage.tokens.revoke(writer.id)
+    })
+
     test('answers 400 for a malformed token id', async () => {
       const res = await t.app.inject({ method: 'DELETE', url: '/tokens/pst_secret', headers: manager })
       assert.equal(res.statusCode, 400)

@@ -74,7 +74,7 @@ async function backToVersion1(url: string): Promise<void> {
   await sql.unsafe(
     'DROP TABLE storage_probe, webhook_subscriptions, webhook_deliveries, plant_counts, webhook_attempts',
   )
-  await sql.unsafe('ALTER TABLE accounts DROP COLUMN subscriptions')
+  await sql.unsafe('ALTER TABLE accounts DROP COLUMN subscriptions, DROP COLUMN tokens')
   await sql.unsafe('DROP INDEX tokens_by_account')
   await sql.unsafe('DELETE FROM schema_migrations WHERE version > 1')
   await sql.end()

@@ -239,6 +239,15 @@ for (const backend of backends) {
       assert.ok(accountId > 0)
     })
 
+    test('holds the token quota when many creates race at it', async () => {
+      const quota = 3
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, () => storage.tokens.create(newToken({ accountName: 'racing-tokens' }), quota)),
+      )
+      assert.equal(results.filter((result) => result.status === 'fulfilled').length, quota)
+      assert.equal((await storage.tokens.list('racing-tokens')).length, quota)
+    })
+
     test('gives the id of an account by name, creating it once', async () => {
       const id = await storage.tokens.accountId('by-name')
       assert.equal(await storage.tokens.accountId('by-name'), id)

@@ -135,9 +135,12 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
   },
   {
     version: 6,
-    // Tokens made over HTTP are capped per account, counted at each create through this index.
+    // Tokens made over HTTP are capped per account: the account row counts its tokens not revoked, as it counts its
+    // subscriptions (see version 5), so that creates racing at the quota cannot pass it.
     sql: `
       CREATE INDEX tokens_by_account ON tokens (account_id);
+      ALTER TABLE accounts ADD COLUMN tokens integer NOT NULL DEFAULT 0;
+      UPDATE accounts a SET tokens = (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NULL);
     `,
   },
 ]

@@ -10,7 +10,9 @@ const MAX_ATTEMPTS = 10
 /**
  * Stores a token, creating its account when new, in one statement; `onlyFirst`: only while the store holds no token
  * at all (run it at serializable isolation, where two such inserts racing make one fail with 40001); `quota` (above
- * 0): only while the account holds fewer tokens not revoked. Undefined when it stored nothing.
+ * 0): only while the account holds fewer tokens not revoked. Undefined when it stored nothing. The account row
+ * counts its tokens not revoked, raised here only while under the quota: ON CONFLICT's WHERE is checked on the row
+ * as committed, once its lock is had, so creates racing at the quota cannot pass it, on any instance.
  */
 async function insertToken(
   sql: Query,
@@ -19,18 +21,15 @@ async function insertToken(
 ): Promise<TokenRecord | undefined> {
   const when = options.onlyFirst === true ? sql`WHERE NOT EXISTS (SELECT 1 FROM tokens)` : sql``
   const quota = options.quota ?? 0
-  const under =
-    quota > 0
-      ? sql`WHERE (SELECT count(*) FROM tokens l WHERE l.account_id = account.id AND l.revoked_at IS NULL) < ${quota}`
-      : sql``
-  // DO UPDATE rather than DO NOTHING, so that an account that exists is returned too.
   const [row] = await sql<TokenRow[]>`WITH account AS (
-      INSERT INTO accounts (name, created_at) SELECT ${token.accountName}, now() ${when}
-      ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id, name),
+      INSERT INTO accounts (name, created_at, tokens) SELECT ${token.accountName}, now(), 1 ${when}
+      ON CONFLICT (name) DO UPDATE SET tokens = accounts.tokens + 1
+        WHERE ${quota}::int = 0 OR accounts.tokens < ${quota}::int
+      RETURNING id, name),
     token AS (
       INSERT INTO tokens (id, account_id, secret_hash, scopes, label, created_at, expires_at)
       SELECT ${token.id}, id, ${token.secretHash}, ${token.scopes.join(' ')}, ${token.label}, now(), ${token.expiresAt}
-      FROM account ${under} RETURNING *)
+      FROM account RETURNING *)
     SELECT ${sql.unsafe(TOKEN_COLUMNS)} FROM token t JOIN account a ON a.id = t.account_id`
   return row === undefined ? undefined : withoutSecret(toToken(row))
 }
@@ -94,14 +93,26 @@ export class PostgresTokens implements TokenStore {
 
   async revoke(id: string): Promise<boolean> {
     const sql = this.#sql
-    const result = await guard(() => sql`UPDATE tokens SET revoked_at = now() WHERE id = ${id} AND revoked_at IS NULL`)
-    return result.count === 1
+    // The account's count of tokens not revoked goes down with it, in the same statement.
+    const [row] = await guard(
+      () => sql<{ n: bigint }[]>`WITH revoked AS (
+          UPDATE tokens SET revoked_at = now() WHERE id = ${id} AND revoked_at IS NULL RETURNING account_id),
+        counted AS (UPDATE accounts SET tokens = tokens - 1 WHERE id IN (SELECT account_id FROM revoked))
+        SELECT count(*) AS n FROM revoked`,
+    )
+    return Number(row!.n) === 1
   }
 
   async remove(id: string, accountId: number): Promise<boolean> {
     const sql = this.#sql
-    const result = await guard(() => sql`DELETE FROM tokens WHERE id = ${id} AND account_id = ${accountId}`)
-    return result.count === 1
+    const [row] = await guard(
+      () => sql<{ n: bigint }[]>`WITH removed AS (
+          DELETE FROM tokens WHERE id = ${id} AND account_id = ${accountId} RETURNING account_id, revoked_at),
+        counted AS (UPDATE accounts SET tokens = tokens - 1
+          WHERE id IN (SELECT account_id FROM removed WHERE revoked_at IS NULL))
+        SELECT count(*) AS n FROM removed`,
+    )
+    return Number(row!.n) === 1
   }
 
   async accountId(name: string): Promise<number> {

@@ -121,7 +121,7 @@ export interface paths {
     post?: never
     /**
      * Delete one of your tokens
-     * @description The token stops working within 2 seconds on every instance (the time a verified token is trusted without asking the database again). 404 when the account has no such token.
+     * @description The token stops working within 2 seconds on every instance (the time a verified token is trusted without asking the database again). 404 when the account has no such token; 403 for one with a scope the caller lacks.
      */
     delete: operations['deleteToken']
     options?: never

@@ -1,0 +1,178 @@
+import assert from 'node:assert/strict'
+import { createServer, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { after, before, describe, test } from 'node:test'
+import { jwtVerify } from 'jose'
+import { KeySet } from '../../src/auth/jwks.js'
+import { JwtVerifier } from '../../src/auth/jwt.js'
+import { AUDIENCE, JwksServer, signingKey, type SigningKey } from '../helpers/jwks-server.js'
+
+type Mode = 'good' | 'huge' | 'huge-declared' | 'redirect' | 'trickle' | 'error' | 'not-json' | 'other-issuer'
+
+/** A key endpoint and discovery document that misbehave as told. */
+class Provider {
+  mode: Mode = 'good'
+  requests = 0
+  keys: SigningKey[] = []
+  server!: Server
+  get issuer() {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`
+  }
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => {
+      this.requests++
+      if (req.url === '/.well-known/openid-configuration') {
+        const issuer = this.mode === 'other-issuer' ? 'https://elsewhere.example' : this.issuer
+        return void res.end(JSON.stringify({ issuer, jwks_uri: `${this.issuer}/jwks` }))
+      }
+      this.answer(res)
+    })
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve))
+  }
+
+  answer(res: ServerResponse): void {
+    const jwks = JSON.stringify({ keys: this.keys.map((key) => key.jwk) })
+    switch (this.mode) {
+      case 'huge':
+        // No Content-Length: the size shows only while reading.
+        res.write(jwks.slice(0, -1) + ', "padding": "')
+        for (let i = 0; i < 2048; i++) res.write('x'.repeat(1024))
+        return void res.end('"}')
+      case 'huge-declared':
+        res.setHeader('content-length', String(2 * 1024 * 1024))
+        return void res.write('{')
+      case 'redirect':
+        res.statusCode = 302
+        res.setHeader('location', `${this.issuer}/jwks`)
+        return void res.end()
+      case 'trickle':
+        res.setHeader('content-type', 'application/json')
+        return void res.write('{"keys": [')
+      case 'error':
+        res.statusCode = 503
+        return void res.end('{}')
+      case 'not-json':
+        return void res.end('<html>')
+      default:
+        res.end(jwks)
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections()
+    await new Promise((resolve) => this.server.close(resolve))
+  }
+}
+
+describe('the signing keys, fetched from a provider that misbehaves', () => {
+  const provider = new Provider()
+  let key: SigningKey
+  let signer: JwksServer
+  before(async () => {
+    key = await signingKey('k1')
+    provider.keys = [key]
+    await provider.start()
+    // Only for its sign(); its own key endpoint is not used.
+    signer = await JwksServer.start([])
+  })
+  after(async () => {
+    await provider.stop()
+    await signer.stop()
+  })
+
+  const verifies = async (keys: KeySet) => {
+    const token = await signer.sign(key, { iss: provider.issuer, sub: 'a' })
+    return jwtVerify(token, keys.getKey, { audience: AUDIENCE }).then(
+      () => true,
+      () => false,
+    )
+  }
+
+  for (const mode of ['huge', 'huge-declared', 'redirect', 'trickle', 'error', 'not-json'] as const) {
+    test(`refuses keys from an answer that is ${mode}, logs the outage once, and recovers when the provider does`, async () => {
+      provider.mode = mode
+      const outages: string[] = []
+      const keys = new KeySet({
+        issuer: provider.issuer,
+        jwksUrl: `${provider.issuer}/jwks`,
+        cooldownMs: 100,
+        timeoutMs: 300,
+        onOutage: (err) => outages.push((err as Error).message),
+      })
+      assert.equal(await verifies(keys), false)
+      await new Promise((resolve) => setTimeout(resolve, 120))
+      assert.equal(await verifies(keys), false)
+      assert.equal(outages.length, 1, outages.join('\n'))
+      provider.mode = 'good'
+      await new Promise((resolve) => setTimeout(resolve, 120))
+      assert.equal(await verifies(keys), true)
+    })
+  }
+
+  test('finds the key set through discovery, and refuses a discovery document naming another issuer', async () => {
+    provider.mode = 'other-issuer'
+    const outages: string[] = []
+    const keys = new KeySet({ issuer: provider.issuer, cooldownMs: 100, onOutage: (err) => outages.push(String(err)) })
+    assert.equal(await verifies(keys), false)
+    assert.match(outages[0]!, /names issuer "https:\/\/elsewhere.example"/)
+    provider.mode = 'good'
+    await new Promise((resolve) => setTimeout(resolve, 120))
+    assert.equal(await verifies(keys), true)
+  })
+
+  test('refuses to fetch keys over plain http from anything but a loopback address', async () => {
+    const outages: string[] = []
+    const keys = new KeySet({
+      issuer: 'http://127.evil.example',
+      cooldownMs: 100,
+      onOutage: (err) => outages.push(String(err)),
+    })
+    const before = provider.requests
+    assert.equal(await verifies(keys), false)
+    assert.match(outages[0]!, /not https, nor a loopback address/)
+    assert.equal(provider.requests, before)
+  })
+
+  test('fetches keys older than their maximum age again in the background, using the old ones meanwhile', async () => {
+    provider.mode = 'good'
+    const keys = new KeySet({
+      issuer: provider.issuer,
+      jwksUrl: `${provider.issuer}/jwks`,
+      maxAgeMs: 100,
+      cooldownMs: 0,
+    })
+    assert.equal(await verifies(keys), true)
+    const fetched = provider.requests
+    await new Promise((resolve) => setTimeout(resolve, 120))
+    const removed = provider.keys
+    provider.keys = []
+    assert.equal(await verifies(keys), true, 'the old keys serve the request that starts the fetch')
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.equal(provider.requests, fetched + 1)
+    assert.equal(await verifies(keys), false, 'then the key the provider removed is gone')
+    provider.keys = removed
+  })
+})
+
+describe('verified JWTs, remembered', () => {
+  test('are trusted again without verifying for up to a minute, never past their exp', async () => {
+    const key = await signingKey('k1')
+    const jwks = await JwksServer.start([key])
+    try {
+      const settings = jwks.settings()
+      const verifier = new JwtVerifier(settings, new KeySet({ issuer: jwks.issuer, jwksUrl: jwks.url }))
+      const now = Math.floor(Date.now() / 1000)
+      const token = await jwks.sign(key, { sub: 'a', exp: now + 30 })
+      assert.equal((await verifier.verify(token)).ok, true)
+      assert.equal(verifier.cached(token)?.ok, true)
+      assert.equal(verifier.cached(token, (now + 30) * 1000), undefined, 'not at its exp')
+      const long = await jwks.sign(key, { sub: 'a', exp: now + 3600 })
+      await verifier.verify(long)
+      assert.equal(verifier.cached(long, Date.now() + 59_000)?.ok, true)
+      assert.equal(verifier.cached(long, Date.now() + 61_000), undefined, 'not past a minute')
+    } finally {
+      await jwks.stop()
+    }
+  })
+})
