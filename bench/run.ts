@@ -309,7 +309,7 @@ function serviceLine(): string {
   const dirty = git(['status', '--porcelain', '--', 'src']) === '' ? '' : ' with uncommitted changes in src/'
   return (
     `commit ${git(['rev-parse', '--short', 'HEAD'])}${dirty}, built to dist/ and run with node ${SERVICE_NODE_FLAGS.join(' ')} (bin/plantstore.js's flags); ` +
-    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT=${BENCH_RATE_LIMIT} and PLANTSTORE_MAX_PLANTS_PER_ACCOUNT=${BENCH_PLANT_QUOTA} (on, never reached); DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
+    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT and PLANTSTORE_ACCOUNT_RATE_LIMIT=${BENCH_RATE_LIMIT} and PLANTSTORE_MAX_PLANTS_PER_ACCOUNT=${BENCH_PLANT_QUOTA} (on, never reached); DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
   )
 }
 

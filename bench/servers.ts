@@ -213,12 +213,13 @@ export function startService(
       'serve',
       ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
     ],
-    // Every feature on, as in production: the per-token rate limit counts every request and every insert checks the
+    // Every feature on, as in production: the per-token and per-account rate limits count every request and every insert checks the
     // plants quota, at limits a run never reaches (a 429 or 409 fails the run).
     {
       LOG_LEVEL: 'info',
       DATABASE_MIGRATE_ON_START: 'false',
       PLANTSTORE_RATE_LIMIT: BENCH_RATE_LIMIT,
+      PLANTSTORE_ACCOUNT_RATE_LIMIT: BENCH_RATE_LIMIT,
       PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: BENCH_PLANT_QUOTA,
       ...env,
     },

@@ -167,10 +167,10 @@ export const ConfigSchema = Type.Object({
     description:
       'Requests per token per window (`0` turns it off); the whole budget may be spent at once (the burst), then 429 until the window ends.',
   }),
-  PLANTSTORE_ACCOUNT_RATE_LIMIT: text(RATE_PATTERN, '3000/min', {
-    expected: 'requests per account like 3000/min, 50/s or 100000/h, or 0 for no limit',
+  PLANTSTORE_ACCOUNT_RATE_LIMIT: text(RATE_PATTERN, '6000/min', {
+    expected: 'requests per account like 6000/min, 100/s or 300000/h, or 0 for no limit',
     description:
-      'Requests per account per window, over all of its tokens and JWT subjects (`0` turns it off), so that making more tokens does not make more budget; then 429 until the window ends.',
+      "Requests per account per window, over all of its tokens and JWT subjects (`0` turns it off), so that making more tokens does not make more budget; then 429 until the window ends. Ten busy tokens' worth by default: raise it for one tenant with many clients.",
   }),
   PLANTSTORE_AUTH_FAILURE_LIMIT: text(RATE_PATTERN, '20/min', {
     expected: 'failed authentications per client address like 20/min, or 0 for no limit',

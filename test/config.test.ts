@@ -10,7 +10,7 @@ describe('configuration', () => {
       WORKERS: 1,
       PLANTSTORE_RATE_LIMIT: '600/min',
       PLANTSTORE_AUTH_FAILURE_LIMIT: '20/min',
-      PLANTSTORE_ACCOUNT_RATE_LIMIT: '3000/min',
+      PLANTSTORE_ACCOUNT_RATE_LIMIT: '6000/min',
       TRUST_PROXY: 'false',
       DATABASE_URL: DEFAULT_DATABASE_URL,
       DATABASE_POOL_SIZE: 10,

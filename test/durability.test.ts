@@ -23,7 +23,7 @@ after(cleanup)
 
 const TOKEN = 'durability-' + randomBytes(30).toString('base64url')
 // No rate limit: the load is far above the default 600/min per token.
-const ENV = { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN, PLANTSTORE_RATE_LIMIT: '0' }
+const ENV = { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN, PLANTSTORE_RATE_LIMIT: '0', PLANTSTORE_ACCOUNT_RATE_LIMIT: '0' }
 
 /** Concurrent clients, each on its own keep-alive connection, each waiting for its answer before the next POST. */
 const CLIENTS = 50

@@ -70,7 +70,7 @@ describe('plantstore serve when its PostgreSQL server stops mid-run and starts a
     server = await startServer({
       database: `postgres://postgres@127.0.0.1:${port}/postgres`,
       // No per-token rate limit: the load must meet the outage, not the limit.
-      env: { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN, PLANTSTORE_RATE_LIMIT: '0' },
+      env: { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN, PLANTSTORE_RATE_LIMIT: '0', PLANTSTORE_ACCOUNT_RATE_LIMIT: '0' },
     })
     await eventually(async () => (await post(1)).status === 200, 10_000)
   })

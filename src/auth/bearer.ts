@@ -55,8 +55,9 @@ export function callerOf(request: { caller: Caller | null }): Caller {
   return request.caller
 }
 
-// RFC 6750 b64token, bounded (a JWT with its claims fits) so a huge header costs little to hash.
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]{1,4096}=*) *$/i
+// RFC 6750 b64token, bounded so a huge header costs little to hash; 12 KiB holds a provider's JWT with hundreds of
+// groups or roles, under the 16 KiB limit on a request's head.
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]{1,12288}=*) *$/i
 
 function challenge(params: string = ''): Record<string, string> {
   return { 'www-authenticate': `Bearer realm="${REALM}"${params}` }

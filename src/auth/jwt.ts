@@ -1,4 +1,4 @@
-import { errors, jwtVerify, type JWTPayload } from 'jose'
+import { errors, jwtVerify, type JWTPayload, type JWTVerifyOptions, type JWTVerifyResult } from 'jose'
 import type { KeySet } from './jwks.js'
 import { SCOPES, type Scope } from './tokens.js'
 
@@ -27,7 +27,11 @@ export interface JwtClaims {
 export type JwtCheck = { ok: true; claims: JwtClaims } | { ok: false; reason: 'unknown' | 'expired'; detail: string }
 
 // An account name from a claim: visible characters only (it is logged and shown by the CLI), as long as a sub may be.
-const ACCOUNT_VALUE = /^[^\p{Cc}\p{Cf}\p{Z}]{1,255}$/u
+// No lone surrogate either: PostgreSQL would store it as U+FFFD, making two names one account. Nor private-use or
+// unassigned code points, which no terminal shows as what they are.
+const ACCOUNT_VALUE = /^[^\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Z}]{1,255}$/u
+// Keys a token without a distinguishing kid is tried against (a set that publishes several of one type, say).
+const MAX_CANDIDATES = 5
 // RFC 9068 §2.1 names at+jwt; many providers still send JWT. Media types compare without case or "application/".
 const TYPES = new Set(['at+jwt', 'jwt'])
 const CACHE_TTL_MS = 60_000
@@ -85,7 +89,7 @@ export class JwtVerifier {
   async verify(token: string, now = Date.now()): Promise<JwtCheck> {
     const options = this.#options
     try {
-      const { payload, protectedHeader } = await jwtVerify(token, this.#keys.getKey, {
+      const { payload, protectedHeader } = await this.#verify(token, {
         issuer: options.issuer,
         audience: options.audience,
         algorithms: options.algorithms,
@@ -103,6 +107,28 @@ export class JwtVerifier {
         reason: err instanceof errors.JWTExpired ? 'expired' : 'unknown',
         detail: typeof detail === 'string' ? detail : 'ERR_JWT_INVALID',
       }
+    }
+  }
+
+  /**
+   * jose's verification; where several keys of the set fit the token (no kid, or one kid published twice during a
+   * rotation), each is tried in turn, a few at most, rather than refusing a token one of them signed.
+   */
+  async #verify(token: string, options: JWTVerifyOptions): Promise<JWTVerifyResult> {
+    try {
+      return await jwtVerify(token, this.#keys.getKey, options)
+    } catch (err) {
+      if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err
+      let tried = 0
+      for await (const key of err) {
+        if (++tried > MAX_CANDIDATES) break
+        try {
+          return await jwtVerify(token, key, options)
+        } catch (failed) {
+          if (!(failed instanceof errors.JWSSignatureVerificationFailed)) throw failed
+        }
+      }
+      throw err
     }
   }
 

@@ -145,6 +145,30 @@ describe('JWT access tokens, keys from a bare JWKS server', () => {
     await assertRefused(await sign({ sub: 42 }))
     await assertRefused(await sign({ sub: 'line\nbreak' }))
     await assertRefused(await sign({ sub: 'x'.repeat(256) }))
+    // A lone surrogate would be stored as U+FFFD by PostgreSQL: "victim\ud800" would be the account "victim\ufffd".
+    await assertRefused(await sign({ sub: 'victim\ud800' }))
+    await assertRefused(await sign({ sub: 'private\ue000' }))
+  })
+
+  test('accepts a JWT of over 4 KiB, as a provider sends with hundreds of groups', async () => {
+    const groups = Array.from({ length: 300 }, (_, i) => `group-${i}`)
+    const token = await sign({ groups })
+    assert.ok(token.length > 5000, `${token.length} characters`)
+    assert.equal((await list(token)).statusCode, 200)
+  })
+
+  test('tries each key that fits a token without a distinguishing kid, and accepts the one that signed it', async () => {
+    const [first, second] = [await signingKey('twin'), await signingKey('twin')]
+    const saved = jwks.published
+    jwks.published = [...saved, first, second]
+    try {
+      await sleep(250) // past the key fetch cooldown
+      assert.equal((await list(await sign({ jti: 'twin 2' }, {}, second))).statusCode, 200)
+      assert.equal((await list(await sign({ jti: 'twin 1' }, {}, first))).statusCode, 200)
+      await assertRefused(await sign({ jti: 'twin ?' }, {}, { ...(await signingKey('twin')) }))
+    } finally {
+      jwks.published = saved
+    }
   })
 
   test('still accepts the service’s own pst_ tokens beside JWTs', async () => {

@@ -93,7 +93,7 @@ for (const backend of backends) {
         env: {
           HTTP_MAX_CONNECTIONS_PER_ADDRESS: '4',
           HTTP_WRITE_STALL_TIMEOUT_MS: '1000',
-          PLANTSTORE_RATE_LIMIT: '0',
+          PLANTSTORE_RATE_LIMIT: '0', PLANTSTORE_ACCOUNT_RATE_LIMIT: '0',
         },
       })
     })
@@ -194,7 +194,7 @@ for (const backend of backends) {
       // Default caps (256 per address: every connection here fits); a stall timeout that outlasts the test.
       server = await startServer({
         database,
-        env: { HTTP_WRITE_STALL_TIMEOUT_MS: '10000', PLANTSTORE_RATE_LIMIT: '0' },
+        env: { HTTP_WRITE_STALL_TIMEOUT_MS: '10000', PLANTSTORE_RATE_LIMIT: '0', PLANTSTORE_ACCOUNT_RATE_LIMIT: '0' },
       })
     })
     after(async () => {

@@ -62,6 +62,17 @@ describe('per-account rate limit', () => {
     const metrics = await app.inject({ method: 'GET', url: '/metrics' })
     assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="account"\} 3$/m)
   })
+
+  test('leaves the routes without a token alone, the reference registered before authentication included', async () => {
+    const { app } = await appWith({
+      perToken: { max: 1, windowMs: 60_000 },
+      perAccount: { max: 1, windowMs: 60_000 },
+      authFailures: { max: 0, windowMs: 1000 },
+    })
+    for (const url of ['/docs/json', '/docs/json', '/openapi.json', '/healthz', '/healthz']) {
+      assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url)
+    }
+  })
 })
 
 describe('per-token rate limit', () => {

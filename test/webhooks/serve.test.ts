@@ -14,7 +14,7 @@ const ENV = {
   PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true',
   PLANTSTORE_WEBHOOK_RETRY_BASE_MS: '100',
   PLANTSTORE_WEBHOOK_TIMEOUT_MS: '1000',
-  PLANTSTORE_RATE_LIMIT: '0',
+  PLANTSTORE_RATE_LIMIT: '0', PLANTSTORE_ACCOUNT_RATE_LIMIT: '0',
 }
 
 /** Subscribes the default account with the CLI; returns the secret it printed. */
