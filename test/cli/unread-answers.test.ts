@@ -93,7 +93,8 @@ for (const backend of backends) {
         env: {
           HTTP_MAX_CONNECTIONS_PER_ADDRESS: '4',
           HTTP_WRITE_STALL_TIMEOUT_MS: '1000',
-          PLANTSTORE_RATE_LIMIT: '0', PLANTSTORE_ACCOUNT_RATE_LIMIT: '0',
+          PLANTSTORE_RATE_LIMIT: '0',
+          PLANTSTORE_ACCOUNT_RATE_LIMIT: '0',
         },
       })
     })

@@ -89,7 +89,12 @@ for (const backend of backends) {
       await storage.close()
       const server = await startServer({
         database: database.url,
-        env: { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true', PLANTSTORE_RATE_LIMIT: '0', PLANTSTORE_ACCOUNT_RATE_LIMIT: '0', ...env },
+        env: {
+          PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true',
+          PLANTSTORE_RATE_LIMIT: '0',
+          PLANTSTORE_ACCOUNT_RATE_LIMIT: '0',
+          ...env,
+        },
       })
       disposals.push(async () => void (await server.stop()))
       const subscribe = async (token: string, url: string) =>
