@@ -79,3 +79,16 @@ export function errorResponses(...kinds: ErrorKind[]): Record<number, TSchema> {
   for (const [status, list] of byStatus) responses[status] = errorResponse(list, 'Error.', HEADERS[status])
   return responses
 }
+
+/** The errors of a route that creates something from a JSON body, with `kinds` of its own (its conflicts, quotas). */
+export function creationErrorResponses(...kinds: ErrorKind[]): Record<number, TSchema> {
+  return errorResponses(
+    'validation',
+    'malformedJson',
+    ...kinds,
+    'bodyTooLarge',
+    'unsupportedMediaType',
+    'unsupportedEncoding',
+    'unavailable',
+  )
+}

@@ -9,7 +9,7 @@ import { callerOf } from '../auth/bearer.js'
 import type { PlantStore, StoredPlant } from '../storage/types.js'
 import { plantCreated, plantDeleted } from '../webhooks/events.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
-import { errorResponses, withExamples } from './error-responses.js'
+import { creationErrorResponses, errorResponses, withExamples } from './error-responses.js'
 import { SECURITY as security } from './security.js'
 
 function toPlant(plant: StoredPlant): Plant {
@@ -74,16 +74,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = as
             { created: { summary: 'The plant created', value: { name: 'Monstera', tag: 'tropical' } } },
             { description: 'The plant as stored: exactly the Plant shape (the caller knows the id)' },
           ),
-          ...errorResponses(
-            'validation',
-            'malformedJson',
-            'conflict',
-            'quotaExceeded',
-            'bodyTooLarge',
-            'unsupportedMediaType',
-            'unsupportedEncoding',
-            'unavailable',
-          ),
+          ...creationErrorResponses('conflict', 'quotaExceeded'),
         },
       },
     },

@@ -13,7 +13,7 @@ import {
   TokenShape,
 } from '../schemas/token.js'
 import type { TokenRecord, TokenStore } from '../storage/types.js'
-import { errorResponses, withExamples } from './error-responses.js'
+import { creationErrorResponses, errorResponses, withExamples } from './error-responses.js'
 import { SECURITY } from './security.js'
 
 const tags = ['tokens']
@@ -78,15 +78,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
         body: NewTokenBody,
         response: {
           201: { ...CreatedToken, description: 'Made; keep the secret' },
-          ...errorResponses(
-            'validation',
-            'malformedJson',
-            'quotaExceeded',
-            'bodyTooLarge',
-            'unsupportedMediaType',
-            'unsupportedEncoding',
-            'unavailable',
-          ),
+          ...creationErrorResponses('quotaExceeded'),
         },
       },
     },

@@ -13,7 +13,7 @@ import type { Subscription, WebhookStore } from '../storage/types.js'
 import type { EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
-import { errorResponses, withExamples } from './error-responses.js'
+import { creationErrorResponses, errorResponses, withExamples } from './error-responses.js'
 import { SECURITY as security } from './security.js'
 
 const tags = ['webhooks']
@@ -52,15 +52,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookStore; 
         body: NewSubscriptionBody,
         response: {
           201: { ...CreatedSubscription, description: 'Subscribed; keep the secret' },
-          ...errorResponses(
-            'validation',
-            'malformedJson',
-            'quotaExceeded',
-            'bodyTooLarge',
-            'unsupportedMediaType',
-            'unsupportedEncoding',
-            'unavailable',
-          ),
+          ...creationErrorResponses('quotaExceeded'),
         },
       },
     },
