@@ -1,6 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import pino from 'pino'
-import { registerBearerAuth } from './auth/bearer.js'
+import { declareCaller, registerBearerAuth } from './auth/bearer.js'
 import { createJwtAuth, type JwtSettings } from './auth/jwt-auth.js'
 import { CONNECTION_LIMIT_DEFAULTS, HTTP_TIMEOUT_DEFAULTS, type ConnectionLimits, type HttpTimeouts } from './config.js'
 import { TokenVerifier } from './auth/token-cache.js'
@@ -145,6 +145,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   if (written) app.addHook('onClose', () => written.close())
   app.addHook('onClose', () => closeAll(owned))
   app.setValidatorCompiler(validatorCompiler)
+  declareCaller(app)
   const metrics = new Metrics()
   // First, while Node's own listener is the server's only 'connection' listener: the caps take it over and call it
   // for admitted sockets alone, so a 'connection' listener added before this would see refused sockets too.

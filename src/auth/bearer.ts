@@ -49,6 +49,14 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * Gives every request a `caller`, null until bearer authentication sets it. Call it before any route or plugin is
+ * registered: a plugin registered earlier (the docs) would otherwise see requests without the property at all.
+ */
+export function declareCaller(app: FastifyInstance): void {
+  app.decorateRequest('caller', null)
+}
+
 /** The caller of a route that declares a scope; such a route is never reached unauthenticated. */
 export function callerOf(request: { caller: Caller | null }): Caller {
   if (request.caller === null) throw new Error('route reached without authentication')
@@ -115,7 +123,6 @@ export function registerBearerAuth(
   throttle?: AuthThrottle,
   jwt?: JwtAuth,
 ): void {
-  app.decorateRequest('caller', null)
   const refuse = (request: FastifyRequest, err: ApiError) => {
     if (throttle === undefined) throw err
     return throttle.refused(request).then(() => {

@@ -1,7 +1,7 @@
 import rateLimit, { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
-import type { AuthThrottle, Caller } from '../auth/bearer.js'
+import type { AuthThrottle } from '../auth/bearer.js'
 import { ApiError } from '../errors.js'
 import {
   memoryFailureCounter,
@@ -85,9 +85,8 @@ export function registerAccountRateLimit(app: FastifyInstance, options: RateLimi
     : memoryFailureCounter(limit.windowMs)
   let warnedAt = 0
   app.addHook('onRequest', (request, _reply, done) => {
-    // Undefined, not null, on routes registered before bearer authentication decorated requests (the docs).
-    const caller = request.caller as Caller | null | undefined
-    if (caller == null) return done()
+    const caller = request.caller
+    if (caller === null) return done()
     counter.hit(String(caller.accountId)).then(
       (window) => {
         if (window.count <= limit.max) return done()
