@@ -71,6 +71,26 @@ export async function registerTokenRateLimit(app: FastifyInstance, options: Rate
   })
 }
 
+/** A fixed-window counter for `rate`: in this process, or shared through Redis under the `kind` prefix. */
+function windowCounter(options: RateLimitOptions, rate: Rate, kind: string): FailureCounter {
+  return options.redis
+    ? redisFailureCounter(options.redis, rate.windowMs, `${options.namespace ?? 'plantstore:'}${kind}:`)
+    : memoryFailureCounter(rate.windowMs)
+}
+
+/**
+ * While a counter's store is away, requests go through. An outage is logged once by the Redis client; other store
+ * errors (a Redis without the data it should hold, say) are logged by this at most once a minute.
+ */
+function storeFailureLog(what: string): (request: FastifyRequest, err: unknown) => void {
+  let warnedAt = 0
+  return (request, err) => {
+    if (Date.now() - warnedAt < 60_000) return
+    warnedAt = Date.now()
+    request.log.warn({ err }, `rate limit store failed; not limiting ${what}`)
+  }
+}
+
 /**
  * Per account: every request of one account's callers, whichever token or JWT subject, in one fixed window. Without
  * it an account could multiply its budget by making tokens (POST /tokens) or subjects. Registered after bearer
@@ -80,10 +100,8 @@ export async function registerTokenRateLimit(app: FastifyInstance, options: Rate
 export function registerAccountRateLimit(app: FastifyInstance, options: RateLimitOptions): void {
   const limit = options.perAccount
   if (limit === undefined || limit.max === 0) return
-  const counter: FailureCounter = options.redis
-    ? redisFailureCounter(options.redis, limit.windowMs, `${options.namespace ?? 'plantstore:'}account:`)
-    : memoryFailureCounter(limit.windowMs)
-  let warnedAt = 0
+  const counter = windowCounter(options, limit, 'account')
+  const storeFailed = storeFailureLog('per account')
   app.addHook('onRequest', (request, _reply, done) => {
     const caller = request.caller
     if (caller === null) return done()
@@ -94,10 +112,7 @@ export function registerAccountRateLimit(app: FastifyInstance, options: RateLimi
         done(tooMany(`the account's rate limit of ${limit.max} requests exceeded; retry later`, window.resetMs))
       },
       (err: unknown) => {
-        if (Date.now() - warnedAt >= 60_000) {
-          warnedAt = Date.now()
-          request.log.warn({ err }, 'rate limit store failed; not limiting per account')
-        }
+        storeFailed(request, err)
         done()
       },
     )
@@ -106,19 +121,10 @@ export function registerAccountRateLimit(app: FastifyInstance, options: RateLimi
 
 /** Slows token guessing: an address with too many failed authentications in the window gets 429 until it ends. */
 export function authThrottle(app: FastifyInstance, options: RateLimitOptions): AuthThrottle | undefined {
-  const { max, windowMs } = options.authFailures
+  const { max } = options.authFailures
   if (max === 0) return undefined
-  const counter: FailureCounter = options.redis
-    ? redisFailureCounter(options.redis, windowMs, `${options.namespace ?? 'plantstore:'}authfail:`)
-    : memoryFailureCounter(windowMs)
-  // While the store is away, let requests through. An outage is logged once by the Redis client; other store
-  // errors (a Redis without the data it should hold, say) are logged at most once a minute.
-  let warnedAt = 0
-  const storeFailed = (request: FastifyRequest, err: unknown): void => {
-    if (Date.now() - warnedAt < 60_000) return
-    warnedAt = Date.now()
-    request.log.warn({ err }, 'rate limit store failed; not limiting failed authentication')
-  }
+  const counter = windowCounter(options, options.authFailures, 'authfail')
+  const storeFailed = storeFailureLog('failed authentication')
   const refuse = (resetMs: number) => {
     options.onLimited?.('auth_failures')
     return tooMany('too many failed authentication attempts from this address; retry later', resetMs)
