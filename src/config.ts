@@ -87,6 +87,8 @@ export const JWT_ALGORITHMS = [
   'EdDSA',
   'Ed25519',
 ]
+// One algorithm of the list, for the pattern of PLANTSTORE_JWT_ALGORITHMS.
+const ALGORITHM = JWT_ALGORITHMS.join('|')
 
 /**
  * Every setting the service reads: its environment variable, type, bounds and default, and its documentation. The
@@ -222,14 +224,10 @@ export const ConfigSchema = Type.Object({
     description:
       "The claim whose value names the caller's account (created on first use, shared with the CLI's tokens of that name). Pick one the provider sets, never one users can choose.",
   }),
-  PLANTSTORE_JWT_ALGORITHMS: text(
-    `^(${JWT_ALGORITHMS.join('|')})(,(${JWT_ALGORITHMS.join('|')}))*$`,
-    'RS256,ES256,EdDSA',
-    {
-      expected: `a comma-separated list of ${JWT_ALGORITHMS.join(', ')} (never none or HMAC)`,
-      description: 'Signature algorithms a JWT may use; `none` and the HMAC ones (`HS256`…) are refused.',
-    },
-  ),
+  PLANTSTORE_JWT_ALGORITHMS: text(`^(${ALGORITHM})(,(${ALGORITHM}))*$`, 'RS256,ES256,EdDSA', {
+    expected: `a comma-separated list of ${JWT_ALGORITHMS.join(', ')} (never none or HMAC)`,
+    description: 'Signature algorithms a JWT may use; `none` and the HMAC ones (`HS256`…) are refused.',
+  }),
   PLANTSTORE_JWT_CLOCK_TOLERANCE: integer(0, 300, 30, {
     unit: 'seconds',
     description: "Leeway for `exp`, `nbf` and `iat` against this machine's clock.",

@@ -36,10 +36,11 @@ function shape(token: TokenRecord) {
  * few minutes, say) cannot be turned into a lasting one.
  */
 function expiryOf(expiresAt: string | undefined, caller: Caller, now: number): Date {
-  const latest = Math.min(now + MAX_TOKEN_LIFETIME_DAYS * DAY_MS, caller.expiresAt ?? Infinity)
+  const longest = now + MAX_TOKEN_LIFETIME_DAYS * DAY_MS
+  const latest = Math.min(longest, caller.expiresAt ?? Infinity)
   if (expiresAt === undefined) return new Date(Math.min(now + DEFAULT_TOKEN_LIFETIME_DAYS * DAY_MS, latest))
   const when = Date.parse(expiresAt)
-  if (!(when > now && when <= now + MAX_TOKEN_LIFETIME_DAYS * DAY_MS)) {
+  if (!(when > now && when <= longest)) {
     throw new ApiError('validation', `body.expiresAt: must be in the future, within ${MAX_TOKEN_LIFETIME_DAYS} days`)
   }
   if (when > latest) {
@@ -51,13 +52,13 @@ function expiryOf(expiresAt: string | undefined, caller: Caller, now: number): D
   return new Date(when)
 }
 
-/** True for a token the caller may delete; 403 for one holding a scope the caller lacks (it may not make one either). */
-async function removable(token: TokenRecord, caller: Caller): Promise<true> {
-  const lacking = token.scopes.find((scope) => !caller.scopes.includes(scope))
-  if (lacking !== undefined) {
-    throw insufficientScope(lacking, `token ${token.id} has the scope ${lacking}, which the calling token lacks`)
-  }
-  return true
+/**
+ * 403 when `scopes` hold one the caller lacks: a token may neither make nor delete a token that can do more than it
+ * can. `lacks` words the message for the scope found.
+ */
+function requireOwnScopes(scopes: readonly string[], caller: Caller, lacks: (scope: string) => string): void {
+  const lacking = scopes.find((scope) => !caller.scopes.includes(scope))
+  if (lacking !== undefined) throw insufficientScope(lacking, lacks(lacking))
 }
 
 /** POST /tokens, GET /tokens, DELETE /tokens/{id}: the caller account's own tokens, for callers with tokens:manage. */
@@ -84,10 +85,11 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
     },
     async (request, reply) => {
       const caller = callerOf(request)
-      const lacking = request.body.scopes.find((scope) => !caller.scopes.includes(scope))
-      if (lacking !== undefined) {
-        throw insufficientScope(lacking, `a token can only be given scopes the calling token has; it lacks ${lacking}`)
-      }
+      requireOwnScopes(
+        request.body.scopes,
+        caller,
+        (scope) => `a token can only be given scopes the calling token has; it lacks ${scope}`,
+      )
       const { secret, token } = await issueToken(
         { tokens },
         {
@@ -146,11 +148,16 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
     async (request, reply) => {
       const { id } = request.params
       const caller = callerOf(request)
+      const notFound = new ApiError('tokenNotFound', `no token with id ${id}`)
       const target = (await tokens.list(caller.accountName)).find((token) => token.id === id)
-      // A token removed meanwhile, or never the account's: the same 404.
-      if (target === undefined || !(await removable(target, caller)) || !(await tokens.remove(id, caller.accountId))) {
-        throw new ApiError('tokenNotFound', `no token with id ${id}`)
-      }
+      if (target === undefined) throw notFound
+      requireOwnScopes(
+        target.scopes,
+        caller,
+        (scope) => `token ${id} has the scope ${scope}, which the calling token lacks`,
+      )
+      // Removed meanwhile by another request: the same 404.
+      if (!(await tokens.remove(id, caller.accountId))) throw notFound
       return reply.code(204).send(null)
     },
   )
