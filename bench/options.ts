@@ -16,12 +16,17 @@ export interface BenchOptions {
   /** Plants in each account (ids 1..n), and the backlog scenarios' events queued per subscription. */
   sizes: BenchSizes
   scenarios: Scenario[]
+  /** Measure POST throughput during backups too (bench/backup-load.ts): scenario name \`backup-load\`. */
+  backupLoad: boolean
   /** Other node binaries the services and plain handlers run on too (--node). */
   nodes: string[]
   out: string
   /** The arguments as given, for the report's command line. */
   args: string[]
 }
+
+/** Not a wrk scenario of SCENARIOS: bench/backup-load.ts runs it, on a service of its own. */
+const BACKUP_LOAD = 'backup-load'
 
 export const HELP = `Usage: npm run bench -- [options]
 
@@ -47,7 +52,8 @@ measured; the report compares the twins and gives the dispatcher's claim time pe
   --backlog N        backlog scenarios: events queued for each of the other account's ${BACKLOG_SUBSCRIPTIONS} subscriptions, one
                      per plant it holds (default 50000: 500,000 queued deliveries)
   --scenarios LIST   comma-separated (default all), from:
-                     ${SCENARIOS.map((s) => s.name).join(', ')}
+                     ${SCENARIOS.map((s) => s.name).join(', ')}, ${BACKUP_LOAD}
+                     (${BACKUP_LOAD}: POST throughput on --large plants while plantstore backup runs)
   --node PATH        run the services and plain handlers on this node binary too, side by side, labelled with
                      its version (repeatable); better-sqlite3 is built for it once, against the headers its
                      distribution ships in bin/../include/node (bench/README.md)
@@ -95,6 +101,9 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
     backlog: integer('backlog', values.backlog, quick ? 1000 : 50_000, 1),
   }
   if (sizes.large < sizes.small) throw new Error('--large: must be at least --small')
+  const names = (values.scenarios ?? [...SCENARIOS.map((s) => s.name), BACKUP_LOAD].join(','))
+    .split(',')
+    .map((n) => n.trim())
   return {
     quick,
     rounds: integer('rounds', values.rounds, quick ? 2 : 6, 1),
@@ -104,7 +113,8 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
     connections: integer('connections', values.connections, 50, 1),
     threads: integer('threads', values.threads, 1, 1),
     sizes,
-    scenarios: selectScenarios(values.scenarios ?? SCENARIOS.map((s) => s.name).join(',')),
+    scenarios: selectScenarios(names.filter((name) => name !== BACKUP_LOAD).join(',')),
+    backupLoad: names.includes(BACKUP_LOAD),
     nodes: values.node ?? [],
     out: values.out ?? 'bench/results.md',
     args,

@@ -59,6 +59,8 @@ export interface ReportContext {
   notes: string[]
   /** Failed checks other than error responses (writes acknowledged but not stored), a line each. */
   problems: string[]
+  /** Sections of measurements made apart from the scenarios' rounds (bench/backup-load.ts), Markdown lines. */
+  sections: string[]
 }
 
 /** Size scenarios, one server: the large account over the small one, per round. */
@@ -440,6 +442,7 @@ export function markdownReport(context: ReportContext): string {
     '## Scenarios',
     '',
     ...context.scenarios.flatMap((scenario) => scenarioSection(context, scenario)),
+    ...context.sections,
     '## How the data was seeded',
     '',
     ...context.seeding.map((line) => `- ${line}`),

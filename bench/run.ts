@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { measureBackupLoad } from './backup-load.js'
 import { bulkSeed, type AccountPlan, type SeededAccount } from './bulk-seed.js'
 import { Cleanup } from './cleanup.js'
 import { BACKENDS, freshDatabase, type Backend } from './databases.js'
@@ -32,6 +33,7 @@ import {
 } from './scenarios.js'
 import { getPage } from './http.js'
 import {
+  BENCH_PAGE_ROWS,
   BENCH_PLANT_QUOTA,
   BENCH_RATE_LIMIT,
   SERVICE_NODE_FLAGS,
@@ -42,6 +44,7 @@ import {
   startService,
   type ServerContext,
 } from './servers.js'
+import { measureTransfer, TRANSFER_PLANTS } from './transfer.js'
 import { checkTwinWrites, seedTwins, startTwins, type SeededTwins } from './twins.js'
 import { startReceiver } from './webhook-receiver.js'
 
@@ -244,6 +247,13 @@ function estimateSeconds(options: BenchOptions): { seeding: number; runs: number
     const perRound = scenario.compare === 'backlog' ? 2 * BACKENDS_RUN.length : servers[scenario.compare]
     return sum + options.rounds * perRound * (options.warmup + runSeconds(scenario, options))
   }, 0)
+  // bench/backup-load.ts seeds a store of its own and runs two runs per round.
+  if (options.backupLoad) {
+    return {
+      seeding: seeding + options.sizes.large / INSERT_RATE.SQLite,
+      runs: runs + options.rounds * 2 * (options.warmup + options.duration + 1),
+    }
+  }
   return { seeding, runs }
 }
 
@@ -309,7 +319,7 @@ function serviceLine(): string {
   const dirty = git(['status', '--porcelain', '--', 'src']) === '' ? '' : ' with uncommitted changes in src/'
   return (
     `commit ${git(['rev-parse', '--short', 'HEAD'])}${dirty}, built to dist/ and run with node ${SERVICE_NODE_FLAGS.join(' ')} (bin/plantstore.js's flags); ` +
-    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT and PLANTSTORE_ACCOUNT_RATE_LIMIT=${BENCH_RATE_LIMIT} and PLANTSTORE_MAX_PLANTS_PER_ACCOUNT=${BENCH_PLANT_QUOTA} (on, never reached); DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
+    `LOG_LEVEL=info with the logs sent to /dev/null; PLANTSTORE_RATE_LIMIT and PLANTSTORE_ACCOUNT_RATE_LIMIT=${BENCH_RATE_LIMIT} and PLANTSTORE_MAX_PLANTS_PER_ACCOUNT=${BENCH_PLANT_QUOTA} and PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT and _PER_PROCESS=${BENCH_PAGE_ROWS} (on, never reached); DATABASE_POOL_SIZE=${process.env.DATABASE_POOL_SIZE || `${defaultText('DATABASE_POOL_SIZE')} (default)`}`
   )
 }
 
@@ -348,11 +358,19 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
   const runtimes = await prepareRuntimes(options.nodes, serverContext, log)
   const { targets, seeding, seededTwins } = await prepareServers(options, serverContext, runtimes)
   await checkPages(targets, options.sizes)
+  // Export and import (bench/transfer.ts), unpinned as the seeding is, while the servers wait.
+  const transfer = await measureTransfer(
+    TRANSFER_PLANTS[options.quick ? 'quick' : 'full'],
+    POSTGRES_URL,
+    serverContext,
+    log,
+  )
   // Only now: seeding used both cores (the CLI processes, the SQLite inserts) while no server was measured.
   pinSelf(pinning)
   log(`pages checked; seeding and starts took ${duration((performance.now() - started) / 1000)}`)
   const notes = [
     `load average (1 min) before the servers started: ${loadBefore.toFixed(2)} on ${os.cpus().length} cores`,
+    ...transfer,
   ]
 
   const cursors: RoundsContext['cursors'] = {}
@@ -380,6 +398,7 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     const on = scenario.compare === 'backlog' ? (twins?.targets ?? []) : targets
     measurements.push(...(await runScenario(scenario, on, context)))
   }
+  const sections = options.backupLoad ? await measureBackupLoad(context, serverContext) : []
   const writes = twins && (await checkTwinWrites(twins.targets, options.sizes))
   if (writes !== undefined) {
     notes.push(`writes checked after the backlog scenarios, each twin stopped first: ${writes.lines.join('; ')}`)
@@ -411,6 +430,7 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     seeding: [...seedingLines(options), ...seeding, ...(seededTwins?.lines ?? [])],
     notes,
     problems: writes?.problems ?? [],
+    sections,
   }
   writeFileSync(path.resolve(REPO_DIR, options.out), markdownReport(report))
   log(`\n${textTable(report)}\n\nwritten to ${options.out}; took ${took}`)

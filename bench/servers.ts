@@ -33,6 +33,13 @@ export const BENCH_RATE_LIMIT = '1000000/s'
  */
 export const BENCH_PLANT_QUOTA = '999999999'
 
+/**
+ * The page budget the services run with: on (every GET /plants takes and gives back its rows), far above what a run
+ * holds. The default (1,000 rows per account) fits the 50 connections of limit=20 pages exactly; `--connections`
+ * above 50 would meet it, and a 429 fails the run.
+ */
+export const BENCH_PAGE_ROWS = '100000000'
+
 export interface Server {
   /** 'reference', 'SQLite', 'SQLite plain', 'PostgreSQL on Node 26'…: the report's row names. */
   label: string
@@ -213,14 +220,16 @@ export function startService(
       'serve',
       ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
     ],
-    // Every feature on, as in production: the per-token and per-account rate limits count every request and every insert checks the
-    // plants quota, at limits a run never reaches (a 429 or 409 fails the run).
+    // Every feature on, as in production: the per-token and per-account rate limits count every request, every insert checks the
+    // plants quota and every page takes its rows of the page budget, at limits a run never reaches (a 429 or 409 fails the run).
     {
       LOG_LEVEL: 'info',
       DATABASE_MIGRATE_ON_START: 'false',
       PLANTSTORE_RATE_LIMIT: BENCH_RATE_LIMIT,
       PLANTSTORE_ACCOUNT_RATE_LIMIT: BENCH_RATE_LIMIT,
       PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: BENCH_PLANT_QUOTA,
+      PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT: BENCH_PAGE_ROWS,
+      PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS: BENCH_PAGE_ROWS,
       ...env,
     },
     token,

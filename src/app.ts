@@ -2,18 +2,27 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import pino from 'pino'
 import { declareCaller, registerBearerAuth } from './auth/bearer.js'
 import { createJwtAuth, type JwtSettings } from './auth/jwt-auth.js'
-import { CONNECTION_LIMIT_DEFAULTS, HTTP_TIMEOUT_DEFAULTS, type ConnectionLimits, type HttpTimeouts } from './config.js'
+import {
+  CONNECTION_LIMIT_DEFAULTS,
+  HTTP_TIMEOUT_DEFAULTS,
+  PAGE_BUDGET_DEFAULTS,
+  type ConnectionLimits,
+  type HttpTimeouts,
+  type PageBudgetLimits,
+} from './config.js'
 import { TokenVerifier } from './auth/token-cache.js'
-import { clientErrorHandler, MAX_HEADER_BYTES } from './plugins/client-errors.js'
+import { clientErrorHandler, connectHandler, MAX_HEADER_BYTES } from './plugins/client-errors.js'
 import { registerConnectionLimits } from './plugins/connection-limits.js'
 import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
 import { stdoutDestination, type LogDestination } from './plugins/log-destination.js'
 import { redactingLogger } from './plugins/log-redaction.js'
+import { PageBudget } from './plugins/page-budget.js'
 import { registerPipeliningLimit } from './plugins/pipelining.js'
 import { admitHead } from './plugins/request-head.js'
 import { registerRequestGates } from './plugins/request-gates.js'
+import { registerUnreadBodyClose } from './plugins/unread-body.js'
 import { requestId, sendRequestId } from './plugins/request-id.js'
 import { Metrics, registerMetrics } from './plugins/metrics.js'
 import {
@@ -29,6 +38,7 @@ import { plantRoutes } from './routes/plants.js'
 import { tokenRoutes } from './routes/tokens.js'
 import { webhookRoutes } from './routes/webhooks.js'
 import { registerWebhookDispatcher, type DeliverySettings } from './plugins/webhook-dispatcher.js'
+import { parseQueryString } from './schemas/query-string.js'
 import { validatorCompiler } from './schemas/validator.js'
 import type { InstrumentedStorage } from './storage/index.js'
 import { trustedPeer } from './limits/trusted-peer.js'
@@ -48,6 +58,8 @@ export interface AppOptions {
   connections?: ConnectionLimits
   /** Fastify's trustProxy: which proxies' X-Forwarded-For names the client (for per-address limits, logs). */
   trustProxy?: boolean | number | string
+  /** Rows of pages one account, and the process, may have in progress at once; the config's defaults when not given. */
+  pageBudget?: PageBudgetLimits
   /** Rate limits; none when not given. */
   rateLimit?: RateLimitOptions
   /** JWT access tokens from the operator's identity provider; only the service's own tokens when not given. */
@@ -99,13 +111,15 @@ export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void>
  * 1. connection caps, on accept, before a byte is read;
  * 2. onRequest, one hook of request gates: request id (every answer carries it), pipelining count (before any gate
  *    that may answer, since its onResponse counts every answer back out), request head checks (before
- *    authentication reads Authorization), draining (503 while shutting down);
+ *    authentication reads Authorization), draining (503 while shutting down); and onSend, the close of a connection
+ *    answered before its request's body arrived (for every answer, the gates' included);
  * 3. the error handler and the JSON body parser, for everything after;
  * 4. the OpenAPI document and /docs; metrics, with the failed-authentication throttle (per client address) shared
  *    with 5;
- * 5. bearer authentication (onRequest), then the per-account rate limit and the per-token one (onRequest too,
- *    after it: they count per authenticated caller);
- * 6. the routes; then the webhook dispatcher, started once listening.
+ * 5. bearer authentication (onRequest), then the per-token rate limit and the per-account one (onRequest too,
+ *    after it: they count per authenticated caller; the account counts only what the token's limit let through);
+ * 6. the routes (GET /plants holds the page budget from its route-level preHandler, after the pipelining limit's
+ *    app-level one has given the request its turn); then the webhook dispatcher, started once listening.
  * onClose hooks run in reverse order of registration: the log's last flush and the owned resources' hook are
  * registered first so that they run last.
  */
@@ -122,6 +136,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       requireHostHeader: false,
     },
     requestTimeout: timeouts.requestMs,
+    routerOptions: { querystringParser: parseQueryString },
     // Fastify takes all three forms; its overloads only accept one member of the union at a time.
     trustProxy: (options.trustProxy ?? false) as boolean,
     keepAliveTimeout: timeouts.keepAliveMs,
@@ -139,6 +154,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       sendError(reply, 'validation', `path: ${err.message}`)
     },
   })
+  app.server.on('connect', connectHandler(app.log))
   const owned = options.owned ?? []
   // Registered first, so it runs last: every other close hook's lines go out with it.
   const written = logs
@@ -168,6 +184,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     admitHead,
     registerLifecycle(app, options.lifecycle ?? { draining: false }),
   ])
+  registerUnreadBodyClose(app)
   registerErrorHandler(app)
   registerJsonBody(app)
   await registerDocs(app, VERSION)
@@ -179,12 +196,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const verifier = new TokenVerifier(storage.tokens, { ttlMs: trustedMs })
   const jwt = options.jwt && createJwtAuth(options.jwt, storage.tokens, app.log)
   registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), throttle, jwt)
+  // In this order: a request the per-token limit refuses does not spend the account's budget.
   if (limits) {
-    registerAccountRateLimit(app, limits)
     await registerTokenRateLimit(app, limits)
+    registerAccountRateLimit(app, limits)
   }
   await app.register(healthRoutes, { health: storage.health })
-  await app.register(plantRoutes, { plants: storage.plants })
+  const pageBudget = new PageBudget(options.pageBudget ?? PAGE_BUDGET_DEFAULTS)
+  metrics.pagesInProgress(() => pageBudget.inProgress())
+  await app.register(plantRoutes, { plants: storage.plants, pageBudget, onPageRefused: metrics.pageRefused })
   await app.register(tokenRoutes, { tokens: storage.tokens, quota: options.tokensPerAccount ?? 100, trustedMs })
   const allowPrivate = options.webhooks?.allowPrivate ?? false
   await app.register(webhookRoutes, { webhooks: storage.webhooks, allowPrivate })

@@ -5,6 +5,7 @@ import type { JwtSettings } from './auth/jwt-auth.js'
 import { keyUrlAllowed, looksLikeJwt } from './auth/jwt-shapes.js'
 import { RATE_PATTERN } from './limits/rate.js'
 import { redactUrl } from './redact.js'
+import { LIMIT_MAX } from './schemas/list-query.js'
 import type { StorageLimits } from './storage/types.js'
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
@@ -40,6 +41,26 @@ export interface ConnectionLimits {
  * closed.
  */
 export const CONNECTION_LIMIT_DEFAULTS: ConnectionLimits = { max: 10_000, perAddress: 256, writeStallMs: 30_000 }
+
+/** Rows of pages (GET /plants, weighted by `limit`) one account, and one process in all, may have in progress at once. */
+export interface PageBudgetLimits {
+  perAccount: number
+  perProcess: number
+}
+
+/**
+ * Per account 1,000 rows: one page of the largest size, ten of the default 100, fifty of 20 (the benchmark's 50
+ * connections). A page holds its rows while it is made and written, and until the event loop's next turn, since the
+ * kernel often takes a whole page at once: so the bound is also what one account may make the event loop do before
+ * others get their turn, a 1,000-row page of 330 KB being a few milliseconds (2,000 let another account's p99 come
+ * close to 200 ms on SQLite in test/cli/big-page-fairness.test.ts). A page kept out waits for rows to come back (up to
+ * 1 s, 8 pages of one account at most), so a client reading page after page, or a few pages in parallel while the
+ * database makes them, is served; only an account's pages held past that (by a client that reads slowly, or too
+ * many at once) are refused, with `Retry-After: 1`. Per process 8,000: eight accounts at their bound; it also
+ * bounds the pages held in memory for clients that read slowly (about 2.6 MB at 330 bytes a row; 16 MB if every
+ * character is one that JSON escapes).
+ */
+export const PAGE_BUDGET_DEFAULTS: PageBudgetLimits = { perAccount: 1_000, perProcess: 8_000 }
 
 /** What a setting is, for people: the flag that also sets it, what it means, and how a valid value looks. */
 export interface SettingDoc {
@@ -148,6 +169,16 @@ export const ConfigSchema = Type.Object({
     description:
       'A connection with answers waiting and no write to it completed for this long (its client stopped reading) is closed with a reset; a client that keeps reading, however slowly, is not affected.',
   }),
+  PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT: integer(LIMIT_MAX, 100_000_000, PAGE_BUDGET_DEFAULTS.perAccount, {
+    unit: 'rows of pages in progress per account',
+    description:
+      "Rows of `GET /plants` pages (each counted as its `limit`) one account may have in progress at once per process: from the start of the handler until the answer is handed to the socket and the event loop has turned once (a client that reads slowly keeps its pages in progress). A page kept out waits for rows to come back, up to 1 s and 8 pages of one account at most; past that 429 (42904) with `Retry-After: 1`, so one account's big pages cannot keep other accounts waiting.",
+  }),
+  PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS: integer(LIMIT_MAX, 100_000_000, PAGE_BUDGET_DEFAULTS.perProcess, {
+    unit: 'rows of pages in progress per process',
+    description:
+      'The same over all accounts together (per worker with `WORKERS`); past it 503 (50304) with `Retry-After: 1`. It bounds the memory pages held for slow readers take.',
+  }),
   SHUTDOWN_DRAIN_SECONDS: seconds(0, {
     description:
       "On SIGTERM or SIGINT, how long to keep serving while `GET /readyz` answers 503, so a load balancer stops sending traffic before the listener closes; set it to the balancer's health-check interval × its failure threshold.",
@@ -161,18 +192,18 @@ export const ConfigSchema = Type.Object({
     {
       default: 'info',
       description:
-        'Logs go to stdout: JSON lines, one per request when it completes (request id, method, route, status, duration, account and token id; never the token: the `Authorization` header is redacted everywhere), human-readable (pino-pretty) when stdout is a terminal. The line that shows the first start’s token is written whatever the level.',
+        'Logs go to stdout: JSON lines, one per request when it completes (request id, method, route, URL, status, duration, client address as `TRUST_PROXY` resolves it (a `CONNECT`’s: its TCP peer), account and token id; never the token: the `Authorization` header is redacted everywhere, and so is, in the URL, the value of a parameter named for a credential (`access_token`, `token`, any name ending in token, key, secret or password), any parameter value and any path segment shaped like a `pst_` token or a JWT), and one per connection refused by a connection cap (its peer address and the cap), human-readable (pino-pretty) when stdout is a terminal. The line that shows the first start’s token is written whatever the level.',
     },
   ),
   PLANTSTORE_RATE_LIMIT: text(RATE_PATTERN, '600/min', {
     expected: 'requests per token like 600/min, 10/s or 5000/h, or 0 for no limit',
     description:
-      'Requests per token per window (`0` turns it off); the whole budget may be spent at once (the burst), then 429 until the window ends.',
+      "Requests per token per window (a JWT's: per account and subject; `0` turns it off); the whole budget may be spent at once (the burst), then 429 until the window ends.",
   }),
   PLANTSTORE_ACCOUNT_RATE_LIMIT: text(RATE_PATTERN, '6000/min', {
     expected: 'requests per account like 6000/min, 100/s or 300000/h, or 0 for no limit',
     description:
-      "Requests per account per window, over all of its tokens and JWT subjects (`0` turns it off), so that making more tokens does not make more budget; then 429 until the window ends. Ten busy tokens' worth by default: raise it for one tenant with many clients.",
+      "Requests per account per window, over all of its tokens and JWT subjects (`0` turns it off), so that making more tokens does not make more budget; then 429 until the window ends. Requests a token's own limit refused are not counted. Ten busy tokens' worth by default: raise it for one tenant with many clients.",
   }),
   PLANTSTORE_AUTH_FAILURE_LIMIT: text(RATE_PATTERN, '20/min', {
     expected: 'failed authentications per client address like 20/min, or 0 for no limit',
@@ -272,7 +303,7 @@ export const ConfigSchema = Type.Object({
   PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: integer(0, 999_999_999, 1_000_000, {
     unit: 'plants per account; 0 for no limit',
     description:
-      'Plants per account; past it 409 (40902). Exact on SQLite; on PostgreSQL creates racing at the quota may pass it by at most their number (each reads the count without the others).',
+      'Plants per account; past it 409 (40902). Exact on both backends, with any number of instances. On PostgreSQL, once it is lowered, an account may pass the new value by at most the plants it held then.',
   }),
 })
 export type Config = Static<typeof ConfigSchema>
@@ -357,6 +388,14 @@ export function connectionLimits(config: Config): ConnectionLimits {
     max: config.HTTP_MAX_CONNECTIONS,
     perAddress: config.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
     writeStallMs: config.HTTP_WRITE_STALL_TIMEOUT_MS,
+  }
+}
+
+/** The bounds on rows of pages in progress, from the configuration. */
+export function pageBudgetLimits(config: Config): PageBudgetLimits {
+  return {
+    perAccount: config.PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT,
+    perProcess: config.PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS,
   }
 }
 

@@ -5,8 +5,10 @@ import { redactUrl } from './redact.js'
 import {
   MigrationsPendingError,
   openStorage,
+  openTransfer,
   UnsupportedDatabaseUrlError,
   type InstrumentedStorage,
+  type StoreTransfer,
 } from './storage/index.js'
 
 /** Why opening storage failed, as one line naming the key to look at. */
@@ -33,6 +35,18 @@ export async function openConfiguredStorage(
   try {
     const limits = storageLimits(config)
     return await openStorage(config.DATABASE_URL, { migrate, poolSize: config.DATABASE_POOL_SIZE, limits })
+  } catch (err) {
+    throw openError(err, config)
+  }
+}
+
+/** Opens the configured store for export or import, migrating unless told not to, or fails with one line. */
+export async function openConfiguredTransfer(
+  config: Config,
+  migrate = config.DATABASE_MIGRATE_ON_START,
+): Promise<StoreTransfer> {
+  try {
+    return await openTransfer(config.DATABASE_URL, { migrate })
   } catch (err) {
     throw openError(err, config)
   }

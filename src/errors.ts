@@ -126,6 +126,13 @@ export const ErrorCatalogue = {
     summary: 'Too many open connections from this client address; the connection is closed',
     example: '64 connections from this address are open; close one first',
   },
+  tooManyPageRows: {
+    error: 42904,
+    status: 429,
+    summary: "The account's pages in progress (rows, counted by `limit`) are at its bound; read them, or retry shortly",
+    example:
+      "a page of 1000 rows would take the account's pages in progress past 1000 rows; read the pages already sent, or retry in 1 second",
+  },
   headersTooLarge: {
     error: 43101,
     status: 431,
@@ -155,6 +162,12 @@ export const ErrorCatalogue = {
     status: 503,
     summary: 'This instance has as many open connections as it takes; the connection is closed, retry shortly',
     example: 'this instance has 10000 open connections; retry shortly or on another',
+  },
+  serverPagesBusy: {
+    error: 50304,
+    status: 503,
+    summary: 'This instance has as many rows of pages in progress as it takes, over all accounts; retry shortly',
+    example: 'this instance has 8000 rows of pages in progress; retry in 1 second or on another instance',
   },
 } as const
 

@@ -12,6 +12,7 @@ import {
   deliverySettings,
   httpTimeouts,
   jwtSettings,
+  pageBudgetLimits,
   trustProxy,
   type Config,
 } from './config.js'
@@ -88,6 +89,7 @@ export async function serve(config: Config): Promise<void> {
     logger: { level: config.LOG_LEVEL, pretty: process.stdout.isTTY === true },
     timeouts: httpTimeouts(config),
     connections: connectionLimits(config),
+    pageBudget: pageBudgetLimits(config),
     webhooks: {
       allowPrivate: config.PLANTSTORE_WEBHOOK_ALLOW_PRIVATE,
       delivery: config.PLANTSTORE_WEBHOOK_DELIVERY ? deliverySettings(config) : undefined,

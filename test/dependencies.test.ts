@@ -10,6 +10,7 @@ interface Manifest {
   workspaces: string[]
   dependencies: Record<string, string>
   devDependencies: Record<string, string>
+  allowScripts?: Record<string, boolean>
 }
 
 interface LockEntry {
@@ -20,6 +21,7 @@ interface LockEntry {
   dependencies?: Record<string, string>
   devDependencies?: Record<string, string>
   engines?: { node?: string }
+  hasInstallScript?: boolean
 }
 
 const read = (file: string) => readFileSync(join(REPO_ROOT, file), 'utf8')
@@ -90,6 +92,18 @@ describe('dependencies', () => {
     }
     const listed = Object.entries(RUN_THOUGH_UNDECLARED).map(([path, line]) => `${path} ${line}`)
     assert.deepEqual([...undeclared].sort(), listed.sort())
+  })
+
+  // esbuild's postinstall only checks the binary its platform package (@esbuild/linux-x64 ...) already ships;
+  // @scarf/scarf's reports installs to its vendor. better-sqlite3's builds or fetches the SQLite binding, without which
+  // the service does not start.
+  test("decides every locked package's install script: better-sqlite3's runs, every other is denied", () => {
+    const withScripts = Object.entries(lock.packages)
+      .filter(([path, entry]) => path !== '' && entry.hasInstallScript === true)
+      .map(([path]) => path.split('node_modules/').at(-1)!)
+    const policy = manifest.allowScripts ?? {}
+    assert.deepEqual(Object.keys(policy).sort(), [...new Set(withScripts)].sort(), 'allowScripts names each of them')
+    for (const [name, allowed] of Object.entries(policy)) assert.equal(allowed, name === 'better-sqlite3', name)
   })
 
   test('the README lists every production dependency with its purpose, and no other', () => {

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { appendFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import { assertMountNamespace, skipWithoutMountNamespace } from './helpers/mount-namespace.js'
 import { cleanup, eventually, http, startServer, tempDir, type ServerProcess } from './helpers/server-process.js'
 
 after(cleanup)
@@ -11,8 +11,6 @@ after(cleanup)
 // The store lives on a 4 MiB tmpfs mounted in a mount namespace of the server's own (a user namespace makes that
 // possible without root), so the test can fill that disk for real without touching the machine's.
 const MOUNT = 'mount -t tmpfs -o size=4m plantstore-test "$0" && exec "$@"'
-const canMount = spawnSync('unshare', ['-Urm', 'sh', '-c', `${MOUNT}`, '/mnt', 'true']).status === 0
-const skip = canMount ? false : 'needs unshare -Urm (user and mount namespaces) to mount a small tmpfs'
 
 const TOKEN = 'disk-full-' + randomBytes(30).toString('base64url')
 
@@ -29,7 +27,7 @@ function fillDisk(file: string): void {
   }
 }
 
-describe('plantstore serve on SQLite when the disk fills up', { skip }, () => {
+describe('plantstore serve on SQLite when the disk fills up', { skip: skipWithoutMountNamespace }, () => {
   let server: ServerProcess
   let filler: string
   const post = (id: number) => http(server.baseUrl, 'POST', '/plants', { token: TOKEN, body: { id, name: `p${id}` } })
@@ -37,6 +35,7 @@ describe('plantstore serve on SQLite when the disk fills up', { skip }, () => {
   const readyz = () => http(server.baseUrl, 'GET', '/readyz')
 
   before(async () => {
+    assertMountNamespace()
     const dir = tempDir()
     server = await startServer({
       database: `sqlite:${join(dir, 'store.db')}`,

@@ -25,6 +25,17 @@ describe('redactUrl', () => {
     assert.equal(shown, 'postgres://***@db:x/plants')
   })
 
+  test('hides the password of a URL naming several hosts, in its user part or its query', () => {
+    assert.equal(
+      redactUrl('postgres://app:hunter2@h1:5432,h2:5433/plants?target_session_attrs=read-write'),
+      'postgres://***@h1:5432,h2:5433/plants?target_session_attrs=read-write',
+    )
+    assert.equal(
+      redactUrl('postgres://h1:5432,h2:5433/plants?user=app&password=hunter2&sslpassword=k3y&sslmode=require'),
+      'postgres://h1:5432,h2:5433/plants?user=app&password=***&sslpassword=***&sslmode=require',
+    )
+  })
+
   test('leaves URLs without a secret exactly as given', () => {
     for (const url of ['sqlite:./data/plantstore.db', 'postgres://postgres@127.0.0.1:5432/test?search_path=x']) {
       assert.equal(redactUrl(url), url)

@@ -125,6 +125,53 @@ for (const backend of backends) {
       assert.ok(elapsed < REVOCATION_BOUND_MS + SLACK_MS, `refused by both only after ${elapsed} ms`)
     })
 
+    test(`deleting a token through A ends the tokens it made through B, on both, within ${REVOCATION_BOUND_MS / 1000} s`, async (t) => {
+      const created = await runCli([
+        ...['tokens', 'create', '--account', 'lineage-both', '--database', database.url],
+        ...['--scope', 'plants:read', '--scope', 'tokens:manage'],
+      ])
+      assert.equal(created.code, 0, created.stderr)
+      const root = created.stdout.split('\n')[0]!
+      const make = async (server: ServerProcess, secret: string) => {
+        const res = await http(server.baseUrl, 'POST', '/tokens', {
+          token: secret,
+          body: { scopes: ['plants:read', 'tokens:manage'] },
+        })
+        assert.equal(res.status, 201, res.text)
+        return JSON.parse(res.text) as { id: string; secret: string }
+      }
+      const m = await make(a, root)
+      const c = await make(b, m.secret)
+      // Used on both just before deleting its maker, so both hold it in their cache as valid.
+      for (const server of [a, b]) {
+        const res = await http(server.baseUrl, 'GET', '/plants', { token: c.secret })
+        assert.equal(res.status, 200, res.text)
+      }
+
+      const deleted = await http(a.baseUrl, 'DELETE', `/tokens/${m.id}`, { token: root })
+      assert.equal(deleted.status, 204, deleted.text)
+      const deletedBy = Date.now()
+
+      let answers: HttpResult[] = []
+      await eventually(
+        async () => {
+          answers = await Promise.all(
+            [a, b].map((server) => http(server.baseUrl, 'GET', '/plants', { token: c.secret })),
+          )
+          return answers.every((res) => res.status !== 200)
+        },
+        REVOCATION_BOUND_MS + SLACK_MS,
+        100,
+      )
+      for (const res of answers) {
+        assert.equal(res.status, 401, res.text)
+        assert.equal(errorCode(res), 40102)
+      }
+      const elapsed = Date.now() - deletedBy
+      t.diagnostic(`the token its maker made refused by both ${elapsed} ms after DELETE answered`)
+      assert.ok(elapsed < REVOCATION_BOUND_MS + SLACK_MS, `refused by both only after ${elapsed} ms`)
+    })
+
     test('200 concurrent POSTs of 50 ids spread over both servers all answer 200 and store exactly 50 plants', async () => {
       const ids = Array.from({ length: 200 }, (_, i) => 1000 + (i % 50))
       // Alternate A and B per request, shifted every 50, so each id goes twice to each server.

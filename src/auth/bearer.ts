@@ -26,7 +26,10 @@ export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'expired' | 'rev
 export interface Caller {
   accountId: number
   accountName: string
-  /** The token's id; for a JWT, `jwt:` and its subject, so that each subject is rate-limited on its own. */
+  /**
+   * The token's id; for a JWT, `jwt:` and its subject, so that each subject is rate-limited on its own. A subject is
+   * unique only within its account: rate limits key it with `accountId`.
+   */
   tokenId: string
   scopes: string[]
   /** When the presented token stops working (ms since the epoch); null for a token without expiry. */
@@ -76,7 +79,8 @@ export function insufficientScope(scope: string, message: string): ApiError {
   return new ApiError('insufficientScope', message, challenge(`, error="insufficient_scope", scope="${scope}"`))
 }
 
-function invalidToken(message: string): ApiError {
+/** 401 invalid_token with the RFC 6750 challenge. */
+export function invalidToken(message: string): ApiError {
   return new ApiError('invalidToken', message, challenge(', error="invalid_token"'))
 }
 

@@ -9,6 +9,8 @@ export interface TokenRequest {
   scopes?: readonly string[]
   label?: string | null
   expiresAt?: Date | null
+  /** The id of the token making it (POST /tokens); none when made otherwise. */
+  createdBy?: string | null
   /** A caller-chosen secret (PLANTSTORE_BOOTSTRAP_TOKEN); a fresh random one otherwise. */
   secret?: string
 }
@@ -23,6 +25,7 @@ export function mintToken(request: TokenRequest): { secret: string; record: NewT
     scopes: [...new Set(request.scopes ?? DEFAULT_SCOPES)],
     label: request.label ?? null,
     expiresAt: request.expiresAt ?? null,
+    createdBy: request.createdBy ?? null,
   }
   return { secret, record }
 }

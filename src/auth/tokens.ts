@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto'
 
 export const TOKEN_PREFIX = 'pst_'
+/** What every token id starts with; a JWT caller's id (`jwt:` and its subject) does not. */
+export const TOKEN_ID_PREFIX = 'tok_'
 export const SCOPES = ['plants:read', 'plants:write', 'webhooks:manage', 'tokens:manage'] as const
 export type Scope = (typeof SCOPES)[number]
 /** What a token may do when no scope is asked for: the plants, not the webhooks (least privilege). */
@@ -13,7 +15,7 @@ export function newTokenSecret(): string {
 
 /** A new public token id, safe to print and log. */
 export function newTokenId(): string {
-  return 'tok_' + randomBytes(8).toString('hex')
+  return TOKEN_ID_PREFIX + randomBytes(8).toString('hex')
 }
 
 // Secrets carry 256 bits of entropy, so a fast hash is enough: there is nothing to brute-force.

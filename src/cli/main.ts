@@ -1,5 +1,8 @@
 import { ConfigError } from '../config.js'
 import { VERSION } from '../version.js'
+import { BACKUP_HELP, backupCommand } from './backup.js'
+import { EXPORT_HELP, exportCommand } from './export.js'
+import { IMPORT_HELP, importCommand } from './import.js'
 import { MIGRATE_HELP, migrateCommand } from './migrate.js'
 import { SERVE_HELP } from './serve-help.js'
 import { TOKENS_HELP, tokensCommand } from './tokens.js'
@@ -15,6 +18,9 @@ Commands:
   tokens    create, list and revoke API tokens
   webhooks  add, list, remove and enable webhook subscriptions, show their deliveries
   migrate   apply database migrations and exit
+  backup    copy a SQLite store to a file while it serves
+  export    write the store (or one account) as NDJSON, to move or keep it
+  import    read an export into an empty store, on either backend
 
 Run plantstore <command> --help for a command's options.`
 
@@ -31,6 +37,9 @@ const COMMANDS: Record<string, Command> = {
   tokens: { help: TOKENS_HELP, run: tokensCommand, subcommands: true },
   webhooks: { help: WEBHOOKS_HELP, run: webhooksCommand, subcommands: true },
   migrate: { help: MIGRATE_HELP, run: migrateCommand },
+  backup: { help: BACKUP_HELP, run: backupCommand },
+  export: { help: EXPORT_HELP, run: exportCommand },
+  import: { help: IMPORT_HELP, run: importCommand },
 }
 
 async function main(argv: string[]): Promise<void> {

@@ -41,6 +41,8 @@ export function startedByPackageManager(env: NodeJS.ProcessEnv, parent = command
  */
 export function stopWithParent(): void {
   const parent = process.ppid
+  // Said at start, before listening: whoever wonders why the server stopped (or why it did not) can read which it does.
+  process.stderr.write(`plantstore: started by a package manager: stops once its parent (pid ${parent}) is gone\n`)
   const timer = setInterval(() => {
     if (process.ppid === parent) return
     clearInterval(timer)

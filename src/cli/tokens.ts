@@ -11,9 +11,11 @@ export const TOKENS_HELP = `Usage:
       SCOPE: ${SCOPES.join(', ')}; plants:read and plants:write when no --scope
       is given. Durations: 90s, 15m, 12h, 30d.
   plantstore tokens list [--account NAME] [--database URL]
-      Lists tokens (never their secrets).
+      Lists tokens (never their secrets); MADE BY names the token that made one
+      with POST /tokens.
   plantstore tokens revoke TOKEN_ID [--database URL]
-      Revokes a token; running servers refuse it within 2 seconds.
+      Revokes a token and every token it made, transitively; running servers
+      refuse them within 2 seconds.
 
 --database defaults to DATABASE_URL, then ${DEFAULT_DATABASE_URL}.`
 
@@ -68,9 +70,10 @@ async function list(args: string[]): Promise<void> {
       tokenStatus(token, now),
       token.createdAt.toISOString(),
       token.expiresAt?.toISOString() ?? '-',
+      token.createdBy ?? '-',
       token.label ?? '',
     ])
-    const header = ['ID', 'ACCOUNT', 'SCOPES', 'STATUS', 'CREATED', 'EXPIRES', 'LABEL']
+    const header = ['ID', 'ACCOUNT', 'SCOPES', 'STATUS', 'CREATED', 'EXPIRES', 'MADE BY', 'LABEL']
     printTable(header, rows)
   })
 }

@@ -70,7 +70,7 @@ function refuser(): (socket: Socket, kind: ErrorKind, message: string) => void {
  * them, connections were unlimited, and each one that pipelines requests and reads no answer held its answers in
  * memory for as long as it stayed open. The address is the TCP peer's: behind a proxy every client shares the
  * proxy's, so trusted proxies are only capped by `max` (per-client caps belong on the proxy). Returns a reading of
- * the connections open now, for the metrics.
+ * the connections open now, for the metrics. Each refusal is logged with the peer's address and the cap.
  */
 export function registerConnectionLimits(app: FastifyInstance, options: ConnectionLimitOptions): () => number {
   let open = 0
@@ -90,6 +90,8 @@ export function registerConnectionLimits(app: FastifyInstance, options: Connecti
     }
     if (open >= options.max) {
       options.onRefused('server')
+      // The TCP peer's address: no request has been read, so no X-Forwarded-For either.
+      app.log.info({ client: address, cap: 'server' }, 'connection refused')
       refuse(socket, 'atCapacity', `this instance has ${options.max} open connections; retry shortly or on another`)
       return false
     }
@@ -97,6 +99,7 @@ export function registerConnectionLimits(app: FastifyInstance, options: Connecti
     const count = key === undefined ? 0 : (perAddress.get(key) ?? 0)
     if (key !== undefined && count >= options.perAddress) {
       options.onRefused('address')
+      app.log.info({ client: address, cap: 'address' }, 'connection refused')
       refuse(socket, 'tooManyConnections', `${count} connections from this address are open; close one first`)
       return false
     }

@@ -1,6 +1,60 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino'
+import { TOKEN_PREFIX } from '../auth/tokens.js'
 
 const CENSOR = '[Redacted]'
+
+// What holds a bearer secret: one of the service's own tokens, or a JWT (a base64url JSON header, `eyJ`, then a dot).
+const SECRET_SHAPE = new RegExp(`${TOKEN_PREFIX}[A-Za-z0-9_-]|eyJ[A-Za-z0-9_-]*\\.`)
+// Query parameters named for a credential whatever their value looks like: RFC 6750 §2.3's `access_token`, and any
+// name ending in token, key, secret or password (`token`, `id_token`, `api_key`, `apiKey`), with a bracketed suffix
+// as form encoders write arrays and objects (`access_token[]`, `token[0]`).
+const SECRET_PARAM = /(token|key|secret|password)(\[[^\]]*\])*$/i
+// Everything a credential in a URL needs: a token's or a JWT's prefix, a name made for one, or an escape that may
+// spell either.
+const MAY_HOLD_SECRET = new RegExp(`${TOKEN_PREFIX}|eyJ|token|key|secret|password|%|\\+`, 'i')
+
+/** `part` with its percent-escapes read as bytes, `+` as space: never throws, and keeps ASCII as the client meant. */
+function unescaped(part: string): string {
+  if (!part.includes('%') && !part.includes('+')) return part
+  return part
+    .replaceAll('+', ' ')
+    .replace(/%[0-9A-Fa-f]{2}/g, (escape) => String.fromCharCode(parseInt(escape.slice(1), 16)))
+}
+
+const secretShaped = (part: string): boolean => SECRET_SHAPE.test(unescaped(part))
+
+function redactedParam(pair: string): string {
+  const eq = pair.indexOf('=')
+  const name = eq === -1 ? pair : pair.slice(0, eq)
+  if (secretShaped(name)) return CENSOR
+  if (eq === -1) return pair
+  const secret = SECRET_PARAM.test(unescaped(name)) || secretShaped(pair.slice(eq + 1))
+  return secret ? `${name}=${CENSOR}` : pair
+}
+
+/**
+ * A request's URL fit for a log line: the value of a query parameter that may carry a credential (`access_token`,
+ * `token`, a name ending in token, key, secret or password, or any value shaped like a `pst_` token or a JWT) and any path segment shaped like one replaced by
+ * `[Redacted]`; the rest (the path, other parameters) kept, it helps diagnose. Clients put tokens there
+ * (`?access_token=` is a form RFC 6750 describes, `DELETE /tokens/{id}` gets a secret by mistake), and the service
+ * must not write them to its logs, even for a request it refuses.
+ */
+export function redactRequestUrl(url: string): string {
+  // Most URLs hold nothing that could be, or hide, a credential: one scan answers for them.
+  if (!MAY_HOLD_SECRET.test(url)) return url
+  const mark = url.indexOf('?')
+  const path = mark === -1 ? url : url.slice(0, mark)
+  const query = mark === -1 ? undefined : url.slice(mark + 1)
+  const pathSecret = secretShaped(path)
+  if (!pathSecret && query === undefined) return url
+  const shownPath = pathSecret
+    ? path
+        .split('/')
+        .map((segment) => (secretShaped(segment) ? CENSOR : segment))
+        .join('/')
+    : path
+  return query === undefined ? shownPath : `${shownPath}?${query.split('&').map(redactedParam).join('&')}`
+}
 
 type WithHeaders = { headers: Record<string, unknown> }
 

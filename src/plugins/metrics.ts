@@ -5,6 +5,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { FastifyRequest } from 'fastify'
 import type { AuthFailure, AuthThrottle } from '../auth/bearer.js'
 import type { ConnectionCap } from './connection-limits.js'
+import type { PageBudgetBound } from './page-budget.js'
 import { ApiError } from '../errors.js'
 import type { StorageTimer } from '../storage/index.js'
 
@@ -45,6 +46,12 @@ export class Metrics {
   readonly #writeStalls = new Counter({
     name: 'plantstore_http_write_stalls_total',
     help: 'Connections closed because their answers sat unread for HTTP_WRITE_STALL_TIMEOUT_MS',
+    registers: [this.registry],
+  })
+  readonly #pagesRefused = new Counter({
+    name: 'plantstore_page_budget_refused_total',
+    help: 'GET /plants pages refused for rows of pages in progress, by bound: account (429, PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT) or process (503, PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS)',
+    labelNames: ['bound'],
     registers: [this.registry],
   })
   readonly #storage = new Histogram({
@@ -108,6 +115,23 @@ export class Metrics {
         this.set(open())
       },
     })
+  }
+
+  /** Reports the rows of pages in progress at each scrape, as `rows` tells it. */
+  pagesInProgress(rows: () => number): void {
+    new Gauge({
+      name: 'plantstore_page_rows_in_progress',
+      help: 'Rows of GET /plants pages (each counted as its limit) being made or written in this process',
+      registers: [this.registry],
+      collect() {
+        this.set(rows())
+      },
+    })
+  }
+
+  /** Counts one page refused by the page budget. */
+  readonly pageRefused = (bound: PageBudgetBound): void => {
+    this.#pagesRefused.inc({ bound })
   }
 
   /** Counts one connection refused by a cap. */

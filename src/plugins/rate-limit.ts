@@ -48,18 +48,23 @@ function tooMany(message: string, retryAfterMs: number): ApiError {
 }
 
 /**
- * Per token: @fastify/rate-limit right after authentication, keyed by token id, with RateLimit-Limit,
- * -Remaining and -Reset on every authenticated response. If Redis fails, requests are let through (and logged).
+ * Per token: @fastify/rate-limit, keyed by account and token id (a JWT's is its subject, which two accounts' callers
+ * may share), with RateLimit-Limit, -Remaining and -Reset on every authenticated response. If Redis fails, requests
+ * are let through (and logged).
+ *
+ * Its hook is an onRequest hook of the app, added here: call this after bearer authentication has added its own (so
+ * `caller` is set, before the body is read) and before registerAccountRateLimit, so that a request this limit
+ * refuses never reaches the account's count: one token's flood of refused requests cannot spend the budget of the
+ * account's other tokens.
  */
 export async function registerTokenRateLimit(app: FastifyInstance, options: RateLimitOptions): Promise<void> {
   if (options.perToken.max === 0) return
   await app.register(rateLimit, {
-    global: true,
-    // Route-level onRequest hooks run after the app's, so bearer auth has set `caller`; before the body is read.
-    hook: 'onRequest',
+    // No hook per route: the one hook is added below, in the order the limits must run.
+    global: false,
     max: options.perToken.max,
     timeWindow: options.perToken.windowMs,
-    keyGenerator: (request) => `token:${request.caller?.tokenId ?? ''}`,
+    keyGenerator: (request) => `token:${request.caller?.accountId ?? ''}:${request.caller?.tokenId ?? ''}`,
     allowList: (request) => request.caller === null,
     enableDraftSpec: true,
     skipOnError: true,
@@ -69,7 +74,11 @@ export async function registerTokenRateLimit(app: FastifyInstance, options: Rate
     errorResponseBuilder: (_request, context) =>
       tooMany(`rate limit of ${context.max} requests exceeded; retry in ${context.after}`, context.ttl),
   })
+  app.addHook('onRequest', app.rateLimit())
 }
+
+/** The headers the per-token limit puts on every authenticated response (draft spec names). */
+const TOKEN_LIMIT_HEADERS = ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'] as const
 
 /** A fixed-window counter for `rate`: in this process, or shared through Redis under the `kind` prefix. */
 function windowCounter(options: RateLimitOptions, rate: Rate, kind: string): FailureCounter {
@@ -79,8 +88,9 @@ function windowCounter(options: RateLimitOptions, rate: Rate, kind: string): Fai
 }
 
 /**
- * While a counter's store is away, requests go through. An outage is logged once by the Redis client; other store
- * errors (a Redis without the data it should hold, say) are logged by this at most once a minute.
+ * While a counter's store is away, requests go through. Outages, dropped connections and frozen servers alike, are
+ * logged when they start and when they end by the Redis client's StoreHealth (limits/redis.ts); this logs each
+ * counter's failures, an outage's or another (a Redis without the data it should hold, say), at most once a minute.
  */
 function storeFailureLog(what: string): (request: FastifyRequest, err: unknown) => void {
   let warnedAt = 0
@@ -93,22 +103,25 @@ function storeFailureLog(what: string): (request: FastifyRequest, err: unknown) 
 
 /**
  * Per account: every request of one account's callers, whichever token or JWT subject, in one fixed window. Without
- * it an account could multiply its budget by making tokens (POST /tokens) or subjects. Registered after bearer
- * authentication, an onRequest hook of the app: it runs before the per-token limit's route-level one. If the store
- * fails, requests are let through (logged at most once a minute).
+ * it an account could multiply its budget by making tokens (POST /tokens) or subjects. Registered after the
+ * per-token limit (see registerTokenRateLimit), an onRequest hook of the app: only requests that limit let through
+ * are counted. If the store fails, requests are let through (logged).
  */
 export function registerAccountRateLimit(app: FastifyInstance, options: RateLimitOptions): void {
   const limit = options.perAccount
   if (limit === undefined || limit.max === 0) return
   const counter = windowCounter(options, limit, 'account')
   const storeFailed = storeFailureLog('per account')
-  app.addHook('onRequest', (request, _reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
     const caller = request.caller
     if (caller === null) return done()
     counter.hit(String(caller.accountId)).then(
       (window) => {
         if (window.count <= limit.max) return done()
         options.onLimited?.('account')
+        // The per-token limit, which ran first, has set its own RateLimit headers: on this 429 they would tell the
+        // client its token has budget left, to retry at once. Retry-After alone says when.
+        for (const name of TOKEN_LIMIT_HEADERS) reply.removeHeader(name)
         done(tooMany(`the account's rate limit of ${limit.max} requests exceeded; retry later`, window.resetMs))
       },
       (err: unknown) => {

@@ -24,7 +24,8 @@ const HEADERS: Record<number, Record<string, TSchema>> = {
   415: { 'Accept-Encoding': Type.String({ description: 'With 41502: `identity`, the only content coding accepted' }) },
   429: {
     'Retry-After': Type.Integer({
-      description: 'With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting',
+      description:
+        'With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again',
     }),
   },
   503: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },

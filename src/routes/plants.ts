@@ -6,6 +6,7 @@ import { LIMIT_DEFAULT, ListQuery } from '../schemas/list-query.js'
 import { NewPlant, Plant, PlantItem } from '../schemas/plant.js'
 import { PlantParams } from '../schemas/plant-params.js'
 import { callerOf } from '../auth/bearer.js'
+import { pageBudgetHook, type PageBudget, type PageBudgetBound } from '../plugins/page-budget.js'
 import type { PlantStore, StoredPlant } from '../storage/types.js'
 import { plantCreated, plantDeleted } from '../webhooks/events.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
@@ -54,8 +55,25 @@ const LIST_EXAMPLES = {
   },
 }
 
+/** What the plant routes need: the store, and the budget of rows of pages in progress that GET /plants holds. */
+export interface PlantRoutesOptions {
+  plants: PlantStore
+  pageBudget: PageBudget
+  /** Told of every page the budget refuses. */
+  onPageRefused?: (bound: PageBudgetBound) => void
+}
+
 /** POST /plants, GET /plants, DELETE /plants/{id}. */
-export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = async (app, { plants }) => {
+export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async (
+  app,
+  { plants, pageBudget, onPageRefused },
+) => {
+  // A page weighs its limit: the rows it may hold, known before it is made.
+  const holdPage = pageBudgetHook(
+    pageBudget,
+    (request) => (request.query as ListQuery).limit ?? LIMIT_DEFAULT,
+    onPageRefused,
+  )
   app.post(
     '/plants',
     {
@@ -93,12 +111,14 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = as
     '/plants',
     {
       config: { scope: 'plants:read' },
+      // Route-level: after the app's preHandlers (the pipelining limit's turn), right before the handler.
+      preHandler: holdPage,
       schema: {
         operationId: 'listPlants',
         tags,
         summary: 'List plants',
         description:
-          'Returns the plants of the caller\'s account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page.',
+          'Returns the plants of the caller\'s account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page. Each page counts as `limit` rows while it is made and sent: an account with too many rows of pages in progress at once (clients reading them slowly) gets 429 (42904), an instance with too many over all accounts 503 (50304), both with `Retry-After`.',
         security,
         querystring: ListQuery,
         response: {
@@ -109,7 +129,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<{ plants: PlantStore }> = as
             },
             'x-examples': LIST_EXAMPLES,
           }),
-          ...errorResponses('validation', 'unavailable'),
+          ...errorResponses('validation', 'tooManyPageRows', 'serverPagesBusy', 'unavailable'),
         },
       },
     },

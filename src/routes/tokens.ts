@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { callerOf, insufficientScope, type Caller } from '../auth/bearer.js'
+import { callerOf, insufficientScope, invalidToken, type Caller } from '../auth/bearer.js'
 import { issueToken } from '../auth/issue-token.js'
+import { TOKEN_ID_PREFIX } from '../auth/tokens.js'
 import { ApiError } from '../errors.js'
 import {
   CreatedToken,
@@ -12,7 +13,7 @@ import {
   TokenParams,
   TokenShape,
 } from '../schemas/token.js'
-import type { TokenRecord, TokenStore } from '../storage/types.js'
+import { LINEAGE_DEPTH, MakerEndedError, type TokenRecord, type TokenStore } from '../storage/types.js'
 import { creationErrorResponses, errorResponses, withExamples } from './error-responses.js'
 import { SECURITY } from './security.js'
 
@@ -27,7 +28,16 @@ function shape(token: TokenRecord) {
     createdAt: token.createdAt.toISOString(),
     expiresAt: token.expiresAt?.toISOString() ?? null,
     revokedAt: token.revokedAt?.toISOString() ?? null,
+    createdBy: token.createdBy,
   }
+}
+
+/**
+ * The maker a new token records: the calling token, when it is one of the service's own. A JWT caller is no stored
+ * token (its tokenId is `jwt:...`), so what it makes has no maker: it lives on its own, as one made with the CLI.
+ */
+function makerOf(caller: Caller): string | null {
+  return caller.tokenId.startsWith(TOKEN_ID_PREFIX) ? caller.tokenId : null
 }
 
 /**
@@ -74,7 +84,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
         operationId: 'createToken',
         tags,
         summary: 'Make a token for your own account',
-        description: `A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. An account holding ${quota} tokens not revoked gets 409 (40902).`,
+        description: `A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. The new token records the calling token as its maker (\`createdBy\`) and ends with it: revoking or deleting the calling token, or its expiry, ends the tokens it made, and theirs in turn, within ${trustedMs / 1000} seconds; a calling token revoked or deleted meanwhile gets 401 at once. A token made by a calling token already ${LINEAGE_DEPTH} makers away from a token made otherwise (the CLI, a first start, a JWT) is stored, and counts for the quota until deleted, but never works: authentication refuses a lineage longer than ${LINEAGE_DEPTH} (401). An account holding ${quota} tokens not revoked gets 409 (40902).`,
         security: SECURITY,
         body: NewTokenBody,
         response: {
@@ -90,16 +100,21 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
         caller,
         (scope) => `a token can only be given scopes the calling token has; it lacks ${scope}`,
       )
-      const { secret, token } = await issueToken(
+      const issued = issueToken(
         { tokens },
         {
           accountName: caller.accountName,
           scopes: request.body.scopes,
           label: request.body.label ?? null,
           expiresAt: expiryOf(request.body.expiresAt, caller, Date.now()),
+          createdBy: makerOf(caller),
         },
         quota,
       )
+      // The calling token was revoked or deleted after this instance last read it (it trusts it for a moment).
+      const { secret, token } = await issued.catch((err: unknown) => {
+        throw err instanceof MakerEndedError ? invalidToken('bearer token has been revoked') : err
+      })
       return reply.code(201).send({ ...shape(token), secret })
     },
   )
@@ -136,7 +151,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
         operationId: 'deleteToken',
         tags,
         summary: 'Delete one of your tokens',
-        description: `The token stops working within ${trustedMs / 1000} seconds on every instance (the time a verified token is trusted without asking the database again). 404 when the account has no such token; 403 for one with a scope the caller lacks.`,
+        description: `The token stops working within ${trustedMs / 1000} seconds on every instance (the time a verified token is trusted without asking the database again), and so does every token it made, and theirs in turn: they are kept, revoked. 404 when the account has no such token; 403 for one with a scope the caller lacks.`,
         security: SECURITY,
         params: TokenParams,
         response: {

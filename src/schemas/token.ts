@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { SCOPES } from '../auth/tokens.js'
+import { SCOPES, TOKEN_ID_PREFIX } from '../auth/tokens.js'
 import { CONTROL_FREE_TEXT, Text } from './text.js'
 
 /** The longest a token made over HTTP may live: a year. */
@@ -7,7 +7,8 @@ export const MAX_TOKEN_LIFETIME_DAYS = 366
 /** How long one lives when the request names no expiry. */
 export const DEFAULT_TOKEN_LIFETIME_DAYS = 90
 
-const id = Type.String({ pattern: '^tok_[0-9a-f]{16}$', description: 'Token id: public, safe to log' })
+const ID_PATTERN = `^${TOKEN_ID_PREFIX}[0-9a-f]{16}$`
+const id = Type.String({ pattern: ID_PATTERN, description: 'Token id: public, safe to log' })
 const scopes = Type.Array(Type.Union(SCOPES.map((scope) => Type.Literal(scope))), {
   minItems: 1,
   uniqueItems: true,
@@ -48,6 +49,7 @@ export const TOKEN_EXAMPLE = {
   createdAt: '2026-11-25T09:30:00.000Z',
   expiresAt: '2027-02-23T09:30:00.000Z',
   revokedAt: null,
+  createdBy: 'tok_fedcba9876543210',
 }
 
 const fields = {
@@ -57,6 +59,10 @@ const fields = {
   createdAt: Type.String({ format: 'date-time' }),
   expiresAt: time('When it stops working; null for a token without expiry (made with the CLI)'),
   revokedAt: time('When it was revoked; null while not revoked'),
+  createdBy: Type.Union([Type.String({ pattern: ID_PATTERN }), Type.Null()], {
+    description:
+      'The id of the token that made it with POST /tokens; null for a token made with the CLI, at first start or by a JWT caller. Revoking, deleting or the expiry of that token ends this one too.',
+  }),
 }
 
 /** A token as listed: never its secret. */

@@ -4,6 +4,7 @@ import { SetErrorFunction, DefaultErrorFunction, ValueErrorType } from '@sinclai
 import type { FastifySchemaCompiler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { INT64_MAX, INT64_MIN, parseInt64 } from './int64.js'
+import { bareObject, MALFORMED_PARAMETER, type ParsedQuery } from './query-string.js'
 import { expected, TEXT_RULES } from './text.js'
 
 SetErrorFunction((error) => {
@@ -45,7 +46,9 @@ function partsCoercer(schema: TObject): (data: unknown) => unknown {
     .map(([key, property]) => [key, property.default as unknown] as const)
   return (data) => {
     if (typeof data !== 'object' || data === null) return data
-    const out: Record<string, unknown> = {}
+    // Without Object.prototype: a `__proto__` parameter stays a key of its own, for the schema to refuse like any
+    // unknown one.
+    const out = bareObject<Record<string, unknown>>()
     for (const key in data) {
       const raw = (data as Record<string, unknown>)[key]
       const property = schema.properties[key]
@@ -70,6 +73,10 @@ export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, http
   const check = TypeCompiler.Compile(schema)
   const coerce = httpPart === 'body' ? (data: unknown) => data : partsCoercer(schema as TObject)
   return (data: unknown) => {
+    const malformed = (data as ParsedQuery | undefined)?.[MALFORMED_PARAMETER]
+    if (malformed !== undefined) {
+      return { error: new ApiError('validation', `${httpPart}.${malformed}: malformed percent-encoding`) }
+    }
     const value = coerce(data)
     if (check.Check(value)) return { value }
     const first = check.Errors(value).First()

@@ -1,9 +1,34 @@
 import { InstrumentedStorage } from './instrumented.js'
-import { UnsupportedDatabaseUrlError, type OpenOptions } from './types.js'
+import {
+  UnsupportedDatabaseUrlError,
+  type BackupOptions,
+  type BackupSummary,
+  type OpenOptions,
+  type StoreTransfer,
+} from './types.js'
 
 export { InstrumentedStorage, type StorageTimer } from './instrumented.js'
-export type { OpenOptions, PageRequest, PlantStore, Storage, StoredPlant } from './types.js'
-export { MigrationsPendingError, UnsupportedDatabaseUrlError } from './types.js'
+export type {
+  BackupOptions,
+  BackupProgress,
+  BackupSummary,
+  EntryCounts,
+  OpenOptions,
+  PageRequest,
+  PlantStore,
+  Storage,
+  StoredPlant,
+  StoreEntry,
+  StoreTransfer,
+} from './types.js'
+export {
+  BackupFailedError,
+  BackupTargetExistsError,
+  BackupUnsupportedError,
+  MigrationsPendingError,
+  StoreNotEmptyError,
+  UnsupportedDatabaseUrlError,
+} from './types.js'
 
 /** Where `sqlite:` URLs point: `sqlite:/abs/file.db`, `sqlite:relative/file.db` or `sqlite::memory:`. */
 export function sqliteFile(url: string): string | undefined {
@@ -30,5 +55,27 @@ export async function openStorage(url: string, options: OpenOptions = { migrate:
     const postgres = await import('./postgres/index.js')
     return new InstrumentedStorage(await postgres.open(url, options))
   }
+  throw new UnsupportedDatabaseUrlError(url)
+}
+
+/**
+ * Writes a consistent copy of the store a DATABASE_URL names to the file `target`, without stopping its servers: see
+ * sqlite/backup.ts. PostgreSQL refuses (BackupUnsupportedError), naming its own tools.
+ */
+export async function backupStore(url: string, target: string, options: BackupOptions): Promise<BackupSummary> {
+  const file = sqliteFile(url)
+  if (file !== undefined && file !== '') return (await import('./sqlite/backup.js')).backup(file, target, options)
+  if (isPostgresUrl(url)) return (await import('./postgres/backup.js')).backup()
+  throw new UnsupportedDatabaseUrlError(url)
+}
+
+/**
+ * Opens the store a DATABASE_URL names for export or import (StoreTransfer) on a connection of its own, migrating
+ * it (or checking it is current) as `options` say. Only that backend's module loads.
+ */
+export async function openTransfer(url: string, options: Pick<OpenOptions, 'migrate'>): Promise<StoreTransfer> {
+  const file = sqliteFile(url)
+  if (file !== undefined && file !== '') return (await import('./sqlite/transfer.js')).openTransfer(file, options)
+  if (isPostgresUrl(url)) return (await import('./postgres/transfer.js')).openTransfer(url, options)
   throw new UnsupportedDatabaseUrlError(url)
 }

@@ -1,4 +1,4 @@
-import type { ClaimedDelivery, StoredToken, Subscription } from './types.js'
+import type { ClaimedDelivery, StoredToken, Subscription, TokenEntry } from './types.js'
 
 // Rows as both backends read them: SQLite gives times as epoch milliseconds and ids as numbers, PostgreSQL gives
 // Dates and int8 as bigint.
@@ -17,11 +17,12 @@ export interface TokenRow {
   created_at: Time
   expires_at: Time | null
   revoked_at: Time | null
+  created_by: string | null
 }
 
 /** The columns a token is read with, `t` the token and `a` its account. */
 export const TOKEN_COLUMNS = `t.id, t.account_id, a.name AS account_name, t.secret_hash, t.scopes, t.label,
-  t.created_at, t.expires_at, t.revoked_at`
+  t.created_at, t.expires_at, t.revoked_at, t.created_by`
 
 export function toToken(row: TokenRow): StoredToken {
   return {
@@ -34,6 +35,24 @@ export function toToken(row: TokenRow): StoredToken {
     createdAt: new Date(row.created_at),
     expiresAt: dateOrNull(row.expires_at),
     revokedAt: dateOrNull(row.revoked_at),
+    createdBy: row.created_by,
+  }
+}
+
+/** A token as an export carries it: its account by name. */
+export function toTokenEntry(row: TokenRow): TokenEntry {
+  const token = toToken(row)
+  return {
+    type: 'token',
+    id: token.id,
+    account: token.accountName,
+    secretHash: token.secretHash,
+    scopes: token.scopes,
+    label: token.label,
+    createdAt: token.createdAt,
+    expiresAt: token.expiresAt,
+    revokedAt: token.revokedAt,
+    createdBy: token.createdBy,
   }
 }
 

@@ -81,6 +81,8 @@ export interface TokenRecord {
   createdAt: Date
   expiresAt: Date | null
   revokedAt: Date | null
+  /** The id of the token that made it (POST /tokens); null for one made otherwise (the CLI, a first start, a JWT). */
+  createdBy: string | null
 }
 
 /** A token with the hash of its secret, as authentication reads it. */
@@ -94,23 +96,54 @@ export interface NewToken {
   scopes: string[]
   label: string | null
   expiresAt: Date | null
+  /** The token making it, as TokenRecord's; null when none did. */
+  createdBy: string | null
 }
 
+/** A token not stored because the token making it (`createdBy`) is revoked or gone. */
+export class MakerEndedError extends Error {
+  constructor(readonly makerId: string) {
+    super(`the token making it, ${makerId}, is revoked or deleted`)
+    this.name = 'MakerEndedError'
+  }
+}
+
+/**
+ * How many makers up from a token `find` walks. A token further from a token made otherwise (the CLI, a first
+ * start, a JWT) cannot be judged, so it is refused as revoked: the bound keeps a lookup's cost fixed.
+ */
+export const LINEAGE_DEPTH = 32
+
 export interface TokenStore {
-  /** The token whose secret hashes to `secretHash`, whatever its state. */
+  /**
+   * The token whose secret hashes to `secretHash`, whatever its state, as authentication must judge it: with its
+   * lineage (its maker, the maker's maker, ...) folded in. It counts as revoked when it or any token of its lineage
+   * is revoked (the earliest such time), or when one of them is gone (deleted: the time of this lookup) or lies
+   * beyond LINEAGE_DEPTH; it expires when the first of them expires. So revoking, deleting or expiring a token ends
+   * every token it made, transitively, whatever was made meanwhile.
+   */
   find(secretHash: Buffer): Promise<StoredToken | undefined>
   /**
    * Stores a token, creating its account when new. With `quota` (above 0), only while the account holds fewer tokens
    * not revoked (expired ones count until removed), else QuotaExceededError; exact, also under concurrent creates.
+   * With `createdBy`, only while that token exists and is not revoked, else MakerEndedError: a maker still trusted
+   * from cache just after its revocation makes nothing that would be listed as live.
    */
   create(token: NewToken, quota?: number): Promise<TokenRecord>
   /** Stores the token only if the store holds no token at all, atomically across processes; else undefined. */
   createFirst(token: NewToken): Promise<TokenRecord | undefined>
   /** All tokens, or one account's, oldest first. */
   list(accountName?: string): Promise<TokenRecord[]>
-  /** Marks a token revoked; false when no such token or already revoked. */
+  /**
+   * Marks a token revoked, and every token it made (transitively) with it; false when no such token or it was
+   * already revoked. The descendants are marked so that listings and quotas show them ended: find refuses them
+   * anyway, even one made while this ran.
+   */
   revoke(id: string): Promise<boolean>
-  /** Deletes one of account `accountId`'s tokens, whatever its state; false when it has no such token. */
+  /**
+   * Deletes one of account `accountId`'s tokens, whatever its state, and marks every token it made (transitively)
+   * revoked, keeping their rows (and their maker's id) for the record; false when it has no such token.
+   */
   remove(id: string, accountId: number): Promise<boolean>
   /** The id of the account called `name`, created when new. */
   accountId(name: string): Promise<number>
@@ -339,5 +372,135 @@ export class MigrationsPendingError extends Error {
   constructor(readonly pending: readonly number[]) {
     super(`the database schema lacks migration(s) ${pending.join(', ')}; run \`plantstore migrate\` first`)
     this.name = 'MigrationsPendingError'
+  }
+}
+
+// Backups
+
+/** What a backup copied, counted in the copy itself once it passed its integrity check. */
+export interface BackupSummary {
+  plants: number
+  accounts: number
+  tokens: number
+  subscriptions: number
+  /** The size of the backup file. */
+  bytes: number
+}
+
+/** How far a backup has gone: `copied` bytes of about `total` (the store's pages in use), then the check. */
+export interface BackupProgress {
+  phase: 'copying' | 'checking'
+  copied: number
+  total: number
+}
+
+/** How to write a backup. */
+export interface BackupOptions {
+  /** Replace a file already at the target (else BackupTargetExistsError, and the file is left as it was). */
+  force: boolean
+  /** Told how far the copy has gone, a few times a second. */
+  onProgress?: (progress: BackupProgress) => void
+  /** Ends the backup: the temporary file goes, and the promise rejects with the signal's reason. */
+  signal?: AbortSignal
+}
+
+/** A backend this command cannot copy: its own tools do (the message names them). */
+export class BackupUnsupportedError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'BackupUnsupportedError'
+  }
+}
+
+/** The backup's target is taken and `force` was not given; nothing was written. */
+export class BackupTargetExistsError extends Error {
+  constructor(readonly target: string) {
+    super(`${target} exists`)
+    this.name = 'BackupTargetExistsError'
+  }
+}
+
+/** A backup that could not be made (no store, no target folder, disk full, a copy that fails its check); nothing was written. */
+export class BackupFailedError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'BackupFailedError'
+  }
+}
+
+// Export and import
+
+/** An account as an export carries it. */
+export interface AccountEntry {
+  type: 'account'
+  name: string
+  createdAt: Date
+}
+
+/** A token as an export carries it: the hash of its secret, never the secret (none is stored). */
+export type TokenEntry = Omit<TokenRecord, 'accountId' | 'accountName'> & {
+  type: 'token'
+  account: string
+  secretHash: Buffer
+}
+
+/** A plant of an account, its id exact. */
+export interface PlantEntry {
+  type: 'plant'
+  account: string
+  id: bigint
+  name: string
+  tag: string | null
+}
+
+/** A webhook subscription with its signing secret; neither its queue nor its history. */
+export interface SubscriptionEntry {
+  type: 'subscription'
+  id: string
+  account: string
+  url: string
+  secret: string
+  eventTypes: string[]
+  createdAt: Date
+  state: 'active' | 'disabled'
+  disabledReason: DisabledReason | null
+  disabledAt: Date | null
+}
+
+/**
+ * One record of a store as export reads it and import writes it: accounts, then tokens (a maker before the tokens
+ * it made), then plants (by account, ascending id), then subscriptions.
+ */
+export type StoreEntry = AccountEntry | TokenEntry | PlantEntry | SubscriptionEntry
+
+/** How many records of each kind an export read or an import wrote. */
+export interface EntryCounts {
+  accounts: number
+  tokens: number
+  plants: number
+  subscriptions: number
+}
+
+/** A store read whole (or one account) and written whole into an empty store; see openTransfer. */
+export interface StoreTransfer {
+  /**
+   * The store's records in the order StoreEntry gives, as one consistent snapshot where the backend allows, read in
+   * pages so that memory stays bounded whatever the store holds. With `account`, that account's records alone.
+   */
+  read(account?: string): AsyncIterable<StoreEntry>
+  /**
+   * Writes `entries` into this store, all or nothing: nothing is written when `entries` throws or a record is
+   * refused. Rebuilds what is derived (plant counts, per-account counts) so quotas hold. StoreNotEmptyError when the
+   * store holds accounts, tokens or plants, before anything is read.
+   */
+  write(entries: AsyncIterable<StoreEntry>): Promise<EntryCounts>
+  close(): Promise<void>
+}
+
+/** An import into a store that already holds accounts, tokens or plants. */
+export class StoreNotEmptyError extends Error {
+  constructor() {
+    super('the store already holds accounts, tokens or plants; import writes into an empty store only')
+    this.name = 'StoreNotEmptyError'
   }
 }

@@ -82,7 +82,7 @@ for (const backend of backends) {
       }
     })
 
-    test('lets a JWT caller make tokens only with its own scopes, and none that outlives it', async () => {
+    test('lets a JWT caller make tokens only with its own scopes, none that outlives it, recording no maker', async () => {
       const token = await idp.token({ clientId: 'gardener', scopes: ['plants:read', 'tokens:manage'] })
       const lacking = await call(token, 'POST', '/tokens', { scopes: ['plants:read', 'plants:write'] })
       assert.equal(lacking.statusCode, 403)
@@ -92,6 +92,7 @@ for (const backend of backends) {
       )
       const made = await call(token, 'POST', '/tokens', { scopes: ['plants:read'] })
       assert.equal(made.statusCode, 201)
+      assert.equal(made.json().createdBy, null, 'a JWT is no stored token: what it makes records no maker')
       const exp = (JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { exp: number }).exp
       assert.equal(Date.parse(made.json().expiresAt), exp * 1000, 'the JWT’s own expiry, not 90 days')
       assert.equal((await call(token, 'DELETE', `/tokens/${made.json().id}`)).statusCode, 204)

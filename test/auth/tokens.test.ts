@@ -9,6 +9,7 @@ import { issueToken } from '../../src/auth/issue-token.js'
 import { hashSecret, newTokenSecret, parseDuration } from '../../src/auth/tokens.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { sqliteFile } from '../../src/storage/index.js'
+import { checkEveryResponse } from '../helpers/app.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
 describe('tokens', () => {
@@ -54,11 +55,17 @@ describe('tokens', () => {
           done()
         },
       })
-      const app = await buildApp({ storage, logger: { level: 'trace', stream } })
+      const app = checkEveryResponse(await buildApp({ storage, logger: { level: 'trace', stream } }))
       const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }
-      await app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id": 1, "name": "x"}' })
-      await app.inject({ method: 'GET', url: '/plants', headers })
-      await app.inject({ method: 'GET', url: '/plants', headers: { authorization: 'Bearer pst_wrong' } })
+      const created = await app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id": 1, "name": "x"}' })
+      assert.equal(created.statusCode, 200, created.body)
+      assert.equal((await app.inject({ method: 'GET', url: '/plants', headers })).statusCode, 200)
+      const refused = await app.inject({
+        method: 'GET',
+        url: '/plants',
+        headers: { authorization: 'Bearer pst_wrong' },
+      })
+      assert.equal(refused.statusCode, 401)
       await app.close()
       assert.ok(lines.length > 4, 'requests were logged')
       const logs = lines.join('')
@@ -67,24 +74,34 @@ describe('tokens', () => {
     })
 
     test('never appear in error bodies, response headers or /metrics', async () => {
-      const app = await buildApp({ storage })
+      const app = checkEveryResponse(await buildApp({ storage }))
       const nearMiss = secret.slice(0, -1) + (secret.endsWith('A') ? 'B' : 'A')
-      const sent = [
-        `Bearer ${secret}`,
-        `Bearer ${nearMiss}`,
-        `Bearer ${secret} trailing`,
-        `Basic ${secret}`,
-        `Bearer ${secret.repeat(20)}`,
+      const invalidToken = { status: 401, error: 40102 }
+      // Each Authorization with how it is refused; the valid token's requests fail on what they ask instead.
+      const sent: Array<[string, { status: number; error: number } | undefined]> = [
+        [`Bearer ${secret}`, undefined],
+        [`Bearer ${nearMiss}`, invalidToken],
+        [`Bearer ${secret} trailing`, invalidToken],
+        [`Basic ${secret}`, { status: 401, error: 40101 }],
+        [`Bearer ${secret.repeat(20)}`, invalidToken],
       ]
+      const requests = [
+        { method: 'GET', url: '/plants?limit=0', headers: {}, wrong: { status: 400, error: 40001 } },
+        {
+          method: 'POST',
+          url: '/plants',
+          headers: { 'content-type': 'text/plain' },
+          wrong: { status: 415, error: 41501 },
+        },
+        { method: 'DELETE', url: '/plants/x', headers: {}, wrong: { status: 400, error: 40001 } },
+      ] as const
       const seen: string[] = []
-      for (const authorization of sent) {
-        for (const [method, url] of [
-          ['GET', '/plants?limit=0'],
-          ['POST', '/plants'],
-          ['DELETE', '/plants/x'],
-        ] as const) {
-          const res = await app.inject({ method, url, headers: { authorization, 'content-type': 'text/plain' } })
-          assert.ok(res.statusCode >= 400, `${method} ${url} with ${authorization.slice(0, 10)}… failed as meant`)
+      for (const [authorization, refusal] of sent) {
+        for (const { method, url, headers, wrong } of requests) {
+          const res = await app.inject({ method, url, headers: { authorization, ...headers } })
+          const what = `${method} ${url} with ${authorization.slice(0, 10)}…: ${res.body}`
+          assert.equal(res.statusCode, (refusal ?? wrong).status, what)
+          assert.equal(res.json().error, (refusal ?? wrong).error, what)
           seen.push(res.body, JSON.stringify(res.headers))
         }
       }

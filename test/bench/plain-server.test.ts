@@ -44,7 +44,7 @@ for (const backend of backends) {
       const secretHash = randomBytes(32)
       await database.storage.tokens.create({
         ...{ id: randomUUID(), accountName: ACCOUNT, secretHash, scopes: ['plants:read', 'plants:write'] },
-        ...{ label: null, expiresAt: null },
+        ...{ label: null, expiresAt: null, createdBy: null },
       })
       await insertPlants(database.url, ACCOUNT, { start: 1, end: PLANTS + 1 })
       dir = mkdtempSync(join(tmpdir(), 'plantstore-plain-'))

@@ -60,6 +60,16 @@ describe('plantstore serve, open connections per client address', () => {
     assert.ok(ms < 5000, 'the server closed the connection')
   })
 
+  test('logs a refused connection with the address it came from and the cap that refused it', async () => {
+    const server = await serverWith({ HTTP_MAX_CONNECTIONS_PER_ADDRESS: '2' })
+    await hold(server.port, 2)
+    assert.equal(parsed((await ask(server.port)).text).status, 429)
+    const [line] = await server.waitForStdout(/\{[^\n]*"connection refused"[^\n]*\}/)
+    const logged = JSON.parse(line) as Record<string, unknown>
+    assert.equal(logged.client, '127.0.0.1', line)
+    assert.equal(logged.cap, 'address', line)
+  })
+
   test('takes a connection from the address again once one of its connections has closed', async () => {
     const server = await serverWith({ HTTP_MAX_CONNECTIONS_PER_ADDRESS: '3' })
     const [first] = await hold(server.port, 3)

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { connect } from 'node:net'
 import { after, describe, test } from 'node:test'
 import { heldPost } from '../helpers/held-request.js'
 import { cleanup, eventually, http, startServer, type ServerProcess } from '../helpers/server-process.js'
@@ -8,6 +8,24 @@ import { cleanup, eventually, http, startServer, type ServerProcess } from '../h
 after(cleanup)
 
 const TOKEN = 'shutdown-' + randomBytes(30).toString('base64url')
+
+/**
+ * Resolves once the server refuses new connections: its shutdown has closed the listener, the step at which a
+ * shutdown that does not wait for requests in flight would cut them.
+ */
+async function listenerClosed(server: ServerProcess): Promise<void> {
+  const { hostname, port } = new URL(server.baseUrl)
+  const refused = () =>
+    new Promise<boolean>((resolve) => {
+      const socket = connect(Number(port), hostname)
+      socket.once('connect', () => {
+        socket.destroy()
+        resolve(false)
+      })
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'))
+    })
+  await eventually(refused, 10_000, 20)
+}
 
 async function start(env: Record<string, string>): Promise<ServerProcess> {
   // debug: the line that marks a request's arrival
@@ -26,8 +44,7 @@ describe('plantstore serve, shutting down', () => {
     // A second signal (Ctrl-C reaches the whole process group) must not cut the request either.
     server.process.kill('SIGINT')
     await server.waitForStdout(/"already shutting down"/)
-    // Long enough for a shutdown that does not wait for requests in flight to have cut this one.
-    await sleep(500)
+    await listenerClosed(server)
     held.sendRest()
     const res = await held.response
     assert.equal(res.status, 200, res.text)
@@ -61,15 +78,17 @@ describe('plantstore serve, shutting down', () => {
     )
     await held.arrived()
     const started = Date.now()
+    // Exit code 0 is what shows the grace period cut the request: had the shutdown waited for it, the process would
+    // have been ended by its own deadline (drain + grace + 5 s) with code 1. The time bound only catches a hang.
     assert.equal(await server.stop('SIGTERM'), 0)
-    assert.ok(Date.now() - started < 5000, 'exits soon after the grace period')
+    assert.ok(Date.now() - started < 60_000, 'exits after the grace period, not never')
     const cut = await outcome
     assert.ok(cut instanceof Error, `the held request was cut, not answered: ${JSON.stringify(cut)}`)
     assert.match(server.stdout, /grace period over/)
   })
 
   // Log lines are written asynchronously, in batches: a stop must still write every one, whole, before the exit.
-  test('writes every log line, each whole, before it exits on SIGTERM, and a line made while idle within a second', async () => {
+  test('writes every log line, each whole, before it exits on SIGTERM, and a line made while idle without waiting for more', async () => {
     const server = await start({ LOG_LEVEL: 'info' })
     const before = server.stdout.length
     const idle = await http(server.baseUrl, 'GET', '/plants?limit=1', {
@@ -77,8 +96,9 @@ describe('plantstore serve, shutting down', () => {
       headers: { 'x-request-id': 'idle-line' },
     })
     assert.equal(idle.status, 200)
-    // The flush interval is 100 ms; a second is a bound on behaviour (lines do not wait for more), not on speed.
-    await server.waitForStdout(/"reqId":"idle-line"/, 1000)
+    // The flush interval is 100 ms. A logger that waits for more lines would never write this one while the server
+    // idles, so 10 s only fails that, never a slow machine.
+    await server.waitForStdout(/"reqId":"idle-line"/, 10_000)
     const requests = Array.from({ length: 200 }, (_, i) =>
       http(server.baseUrl, 'GET', '/plants?limit=1', { token: TOKEN, headers: { 'x-request-id': `burst-${i}` } }),
     )

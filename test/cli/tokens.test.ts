@@ -103,10 +103,10 @@ for (const backend of backends) {
       const result = await tokensList()
       assert.equal(result.code, 0, result.stderr)
       const lines = result.stdout.trimEnd().split('\n')
-      assert.match(lines[0]!, /^ID\s+ACCOUNT\s+SCOPES\s+STATUS\s+CREATED\s+EXPIRES\s+LABEL$/)
+      assert.match(lines[0]!, /^ID\s+ACCOUNT\s+SCOPES\s+STATUS\s+CREATED\s+EXPIRES\s+MADE BY\s+LABEL$/)
       const row = lines.find((line) => line.startsWith(readOnly.id + ' '))
       assert.ok(row !== undefined, `a row for ${readOnly.id} in:\n${result.stdout}`)
-      assert.match(row, /^tok_[0-9a-f]{16}\s+acme\s+plants:read\s+active\s+\S+\s+-\s+ci$/)
+      assert.match(row, /^tok_[0-9a-f]{16}\s+acme\s+plants:read\s+active\s+\S+\s+-\s+-\s+ci$/)
       // The server's bootstrap token is listed too, under account default.
       assert.ok(
         lines.some((line) => /^tok_[0-9a-f]{16}\s+default\s+plants:read,plants:write\s+active\s/.test(line)),
@@ -148,6 +148,55 @@ for (const backend of backends) {
 
       const listed = await tokensList('--account', 'acme')
       assert.match(listed.stdout, new RegExp(`^${token.id}\\s+acme\\s+\\S+\\s+revoked\\s`, 'm'))
+    })
+
+    /** A chain of tokens of account `account`: a from the CLI, m made by a over HTTP, c by m, g by c. */
+    async function chain(account: string) {
+      const a = await createToken('--account', account, '--scope', 'plants:read', '--scope', 'tokens:manage')
+      const make = async (secret: string, scopes: string[]) => {
+        const res = await http(server.baseUrl, 'POST', '/tokens', { token: secret, body: { scopes } })
+        assert.equal(res.status, 201, res.text)
+        return JSON.parse(res.text) as { id: string; secret: string }
+      }
+      const m = await make(a.secret, ['plants:read', 'tokens:manage'])
+      const c = await make(m.secret, ['plants:read', 'tokens:manage'])
+      const g = await make(c.secret, ['plants:read'])
+      return { a, m, c, g }
+    }
+
+    test('tokens list names in MADE BY the token that made each over HTTP, - for one made with the CLI', async () => {
+      const { a, m, c, g } = await chain('made-by')
+      const listed = await tokensList('--account', 'made-by')
+      for (const [token, maker] of [
+        [a.id, '-'],
+        [m.id, a.id],
+        [c.id, m.id],
+        [g.id, c.id],
+      ]) {
+        assert.match(
+          listed.stdout,
+          new RegExp(`^${token}\\s+made-by\\s+\\S+\\s+active\\s+\\S+\\s+\\S+\\s+${maker}\\s*$`, 'm'),
+        )
+      }
+    })
+
+    test('revoking a token ends the tokens it made over HTTP, transitively, on the running server', async () => {
+      const { a, m, c, g } = await chain('lineage')
+      assert.equal((await listPlants(g.secret)).status, 200)
+      const revoked = await runCli(['tokens', 'revoke', m.id, '--database', database])
+      assert.equal(revoked.code, 0, revoked.stderr)
+      let last: HttpResult | undefined
+      await eventually(async () => {
+        last = await listPlants(g.secret)
+        return last.status !== 200
+      }, 5000)
+      assertRefused(last!, 401, 40102, /error="invalid_token"/)
+      assertRefused(await listPlants(c.secret), 401, 40102, /error="invalid_token"/)
+      assert.equal((await listPlants(a.secret)).status, 200, 'the maker of the revoked token keeps working')
+      const after = await tokensList('--account', 'lineage')
+      for (const token of [m.id, c.id, g.id]) {
+        assert.match(after.stdout, new RegExp(`^${token}\\s+lineage\\s+\\S+\\s+revoked\\s`, 'm'))
+      }
     })
 
     test('revoking an unknown token id exits 1 naming TOKEN_ID', async () => {

@@ -1,10 +1,11 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { buildApp, type AppOptions } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
 import type { StorageLimits } from '../../src/storage/types.js'
 import { backends, freshStorage, type TestBackend } from './backends.js'
-import { openApiChecker } from './openapi.js'
+import { openApiChecker, type ResponseCheck } from './openapi.js'
 
 /** An app on a fresh database, with a way to mint tokens for it. */
 export interface TestApp {
@@ -38,17 +39,28 @@ export async function buildTestApp(
   }
 }
 
+const provoked = new AsyncLocalStorage<number>()
+
+/**
+ * Runs `requests`, in which the test provokes `status` (a 5xx) on purpose: the check of every response lets that
+ * status through for the requests made inside, and no other 5xx.
+ */
+export function expectServerError<T>(status: number, requests: () => Promise<T>): Promise<T> {
+  return provoked.run(status, requests)
+}
+
 /**
  * Every response a test gets from `app.inject` is checked against the app's own OpenAPI document, read at the
- * first request (a test may still add routes before it). Returns `app`.
+ * first request (a test may still add routes before it); a 5xx fails unless made inside expectServerError.
+ * Returns `app`.
  */
 export function checkEveryResponse(app: FastifyInstance): FastifyInstance {
   const inject = app.inject.bind(app) as (options: InjectOptions) => Promise<LightMyRequestResponse>
-  let check: Awaited<ReturnType<typeof openApiChecker>> | undefined
+  let check: ResponseCheck | undefined
   const checked = async (options: InjectOptions) => {
     const res = await inject(options)
     check ??= await openApiChecker({ inject } as Pick<FastifyInstance, 'inject'>)
-    check(options.method ?? 'GET', String(options.url), res)
+    check(options.method ?? 'GET', String(options.url), res, { expectServerError: provoked.getStore() })
     return res
   }
   return Object.assign(app, { inject: checked })

@@ -26,14 +26,24 @@ export interface SeenResponse {
 const DOC_ID = 'openapi.json'
 const pointer = (...parts: string[]) => parts.map((p) => p.replaceAll('~', '~0').replaceAll('/', '~1')).join('/')
 
+/** What the test says of a response it checks. */
+export interface CheckOptions {
+  /** The 5xx status the test provoked on purpose; any other 5xx fails the check. */
+  expectServerError?: number
+}
+
+/** The check of one response. */
+export type ResponseCheck = (method: string, url: string, res: SeenResponse, options?: CheckOptions) => void
+
 /**
  * Checks responses against the service's own GET /openapi.json: the status is documented for the operation,
  * the Content-Type is one it lists, the body matches its schema, required headers are there, and an error code
  * is one the response's description lists. Documentation and behaviour cannot drift apart unnoticed.
+ *
+ * A 5xx fails unless the test says it provoked that very status: every route documents 500 (`internal`) and 503
+ * (storage unavailable, overload), so the document alone would let a crash or an unplanned outage pass.
  */
-export async function openApiChecker(
-  app: Pick<FastifyInstance, 'inject'>,
-): Promise<(method: string, url: string, res: SeenResponse) => void> {
+export async function openApiChecker(app: Pick<FastifyInstance, 'inject'>): Promise<ResponseCheck> {
   const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as OpenApi
   // Formats here (int32, int64) document ranges the schemas state anyway.
   const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true })
@@ -49,8 +59,11 @@ export async function openApiChecker(
     pattern: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`),
   }))
 
-  return (method, url, res) => {
+  return (method, url, res, options = {}) => {
     const what = `${method} ${url} → ${res.statusCode} ${res.body.slice(0, 200)}`
+    if (res.statusCode >= 500) {
+      assert.equal(res.statusCode, options.expectServerError, `a ${res.statusCode} the test did not provoke: ${what}`)
+    }
     // As the router sees it: dot segments resolved (`/plants/..` is `/`).
     const path = new URL(url, 'http://localhost').pathname
     const template = templates.find((t) => t.pattern.test(path))?.template

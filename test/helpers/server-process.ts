@@ -160,6 +160,8 @@ export interface ServerOptions {
    * run in `cwd`, followed by the serve flags. `prefix` does not apply.
    */
   via?: { command: string[]; cwd: string }
+  /** How long to wait for the listening line: a start that first builds the project (npm start, npx) takes longer. */
+  startTimeoutMs?: number
 }
 
 const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:(\d+))/
@@ -213,7 +215,7 @@ export async function startServer(options: ServerOptions = {}): Promise<ServerPr
 
   let match: RegExpMatchArray
   try {
-    match = await waitForStdout(LISTENING)
+    match = await waitForStdout(LISTENING, options.startTimeoutMs)
   } catch (err) {
     child.kill('SIGKILL')
     throw new Error(`${(err as Error).message}\nstdout: ${stdout}\nstderr: ${stderr}`)

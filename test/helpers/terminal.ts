@@ -35,3 +35,28 @@ export function serveOnTerminal(done: RegExp): Promise<string> {
     })
   })
 }
+
+/**
+ * Runs `plantstore ...args` to its end under `script`, which gives it a pseudo-terminal (stdout and stderr both);
+ * resolves with everything it printed there and its exit code as `script` reports it.
+ */
+export function runOnTerminal(args: string[]): Promise<{ output: string; code: number | null }> {
+  const main = join(REPO_ROOT, 'src', 'cli', 'main.ts')
+  const quoted = [process.execPath, '--import', 'tsx', main, ...args].map((arg) => `'${arg.replaceAll("'", "'\\''")}'`)
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !OWN.has(key)))
+  const child = spawn('script', ['-qec', quoted.join(' '), '/dev/null'], { cwd: REPO_ROOT, env })
+  let output = ''
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`plantstore ${args.join(' ')} on a terminal did not end within 30 s:\n${output}`))
+    }, 30_000)
+    child.once('error', (err) => reject(new Error(`cannot run script (util-linux): ${err.message}`)))
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (chunk: string) => (output += chunk))
+    child.once('close', (code) => {
+      clearTimeout(timer)
+      resolve({ output, code })
+    })
+  })
+}

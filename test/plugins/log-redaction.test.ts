@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
 import { describe, test } from 'node:test'
-import { redactingLogger, withoutSecrets } from '../../src/plugins/log-redaction.js'
+import { redactingLogger, redactRequestUrl, withoutSecrets } from '../../src/plugins/log-redaction.js'
 
 const SECRET = 'pst_theSecretPartOfTheToken0123456789abcdefgh'
 const authorization = `Bearer ${SECRET}`
@@ -69,5 +69,32 @@ describe('log redaction', () => {
     assert.equal(withoutSecrets(fields), fields)
     assert.equal(withoutSecrets('text'), 'text')
     assert.equal(withoutSecrets(null), null)
+  })
+
+  test('redacts a credential in a URL in any spelling, and leaves a URL without one as it is', () => {
+    assert.equal(redactRequestUrl(`/plants?ACCESS_TOKEN=x&limit=5`), '/plants?ACCESS_TOKEN=[Redacted]&limit=5')
+    assert.equal(redactRequestUrl(`/plants?q=Bearer+${SECRET}`), '/plants?q=[Redacted]')
+    assert.equal(redactRequestUrl(`/plants?${SECRET}`), '/plants?[Redacted]')
+    assert.equal(redactRequestUrl(`/tokens/%70st_${SECRET.slice(4)}/x`), '/tokens/[Redacted]/x')
+    for (const name of [
+      'access_token[]',
+      'token%5B0%5D',
+      'id_token',
+      'api_key',
+      'apiKey',
+      'client_secret',
+      'password',
+    ]) {
+      assert.equal(redactRequestUrl(`/plants?${name}=opaque&limit=5`), `/plants?${name}=[Redacted]&limit=5`, name)
+    }
+    for (const url of [
+      '/plants',
+      '/plants?limit=10&tag=%FF&fields=id,name',
+      '/plants?tag=monkey&after=5',
+      '/tokens/tok_0123456789abcdef',
+      '/?',
+    ]) {
+      assert.equal(redactRequestUrl(url), url)
+    }
   })
 })

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
-import { bearer } from '../helpers/app.js'
+import { bearer, checkEveryResponse } from '../helpers/app.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
 const METRICS_TOKEN = 'metrics-token-0123456789'
@@ -23,7 +23,9 @@ for (const protect of [false, true]) {
       const fresh = await freshStorage(backends[0]!)
       dispose = fresh.dispose
       headers = bearer((await issueToken(fresh.storage, { accountName: 'alice' })).secret)
-      app = await buildApp({ storage: fresh.storage, ...(protect && { metricsToken: METRICS_TOKEN }) })
+      app = checkEveryResponse(
+        await buildApp({ storage: fresh.storage, ...(protect && { metricsToken: METRICS_TOKEN }) }),
+      )
     })
     after(async () => {
       await app.close()
@@ -92,7 +94,7 @@ describe('GET /metrics refusals count and are throttled like any failed authenti
     const fresh = await freshStorage(backends[0]!)
     cleanups.push(fresh.dispose)
     const rateLimit = { perToken: { max: 0, windowMs: 1000 }, authFailures }
-    const app = await buildApp({ storage: fresh.storage, metricsToken: METRICS_TOKEN, rateLimit })
+    const app = checkEveryResponse(await buildApp({ storage: fresh.storage, metricsToken: METRICS_TOKEN, rateLimit }))
     cleanups.push(() => app.close())
     const headers = bearer((await issueToken(fresh.storage, { accountName: 'alice' })).secret)
     const scrape = (h: Record<string, string>) => app.inject({ method: 'GET', url: '/metrics', headers: h })

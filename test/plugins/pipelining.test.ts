@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises'
 import { describe, test } from 'node:test'
-import Fastify, { type FastifyRequest } from 'fastify'
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import { registerPipeliningLimit } from '../../src/plugins/pipelining.js'
 import { registerRequestGates } from '../../src/plugins/request-gates.js'
 import { rawExchange, statusCodes } from '../helpers/raw-http.js'
@@ -11,7 +12,7 @@ import { rawExchange, statusCodes } from '../helpers/raw-http.js'
  * A server with only the pipelining limit and one route, `/page/:n`, that answers `{n}` (after `first` has run, for
  * page 1) and records each page it made, in the order they were made.
  */
-async function server(first: (request: FastifyRequest) => Promise<void>) {
+async function server(first: (request: FastifyRequest, reply: FastifyReply) => Promise<void>) {
   const app = Fastify()
   registerRequestGates(app, [registerPipeliningLimit(app)])
   const made: string[] = []
@@ -20,9 +21,9 @@ async function server(first: (request: FastifyRequest) => Promise<void>) {
     received++
     done()
   })
-  app.get('/page/:n', async (request) => {
+  app.get('/page/:n', async (request, reply) => {
     const { n } = request.params as { n: string }
-    if (n === '1') await first(request)
+    if (n === '1') await first(request, reply)
     made.push(n)
     return { n }
   })
@@ -35,17 +36,25 @@ const pages = (from: number, to: number) =>
 
 describe('pipelining limit', () => {
   test('runs no handler for the requests still waiting on a connection that closed before their turn', async () => {
-    // Page 1's answer never leaves: its handler closes the connection first, as the write stall timeout does.
-    const { app, made, received, port } = await server(async (request) => {
-      await sleep(100)
+    // Page 1's answer never leaves: its handler closes the connection first, as the write stall timeout does, once
+    // every pipelined request has arrived and waits on the answer before it.
+    let answerClosed: Promise<unknown> | undefined
+    const { app, made, received, port } = await server(async (request, reply) => {
+      for (let turns = 0; received() < 8; turns++) {
+        assert.ok(turns < 100_000, `${received()} of 8 pipelined requests arrived`)
+        await nextTurn()
+      }
+      await nextTurn()
+      answerClosed = once(reply.raw, 'close')
       request.raw.socket.resetAndDestroy()
     })
     try {
       await rawExchange(port, [pages(1, 8)])
       // Node 24 and later close every waiting answer with the connection, Node 20 and 22 only the one being written:
-      // either way no waiting request may make an answer that has no one to go to. Released, they would run within a
-      // few ticks of the close: 200 ms is a wide margin.
-      await sleep(200)
+      // either way no waiting request may make an answer that has no one to go to. Page 2 is let through or not by a
+      // listener on page 1's answer, run when it closes: released, its handler would have run by the next turn.
+      await answerClosed
+      await nextTurn()
       assert.equal(received(), 8, 'every pipelined request arrived')
       assert.deepEqual(made, ['1'])
     } finally {

@@ -8,7 +8,7 @@ import { buildApp } from '../../src/app.js'
 import { issueToken } from '../../src/auth/issue-token.js'
 import type { RateLimitOptions } from '../../src/plugins/rate-limit.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
-import { bearer } from '../helpers/app.js'
+import { bearer, checkEveryResponse } from '../helpers/app.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 
 // The Redis half runs when PLANTSTORE_TEST_REDIS_URL is set (CI sets it and PLANTSTORE_TEST_REQUIRE_REDIS=1).
@@ -30,7 +30,7 @@ async function appWith(
     cleanups.push(fresh.dispose)
     store = fresh.storage
   }
-  const app = await buildApp({ storage: store, rateLimit: limits, metricsToken })
+  const app = checkEveryResponse(await buildApp({ storage: store, rateLimit: limits, metricsToken }))
   cleanups.push(() => app.close())
   return { app, storage: store }
 }
@@ -63,6 +63,22 @@ describe('per-account rate limit', () => {
     assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="account"\} 3$/m)
   })
 
+  test("answers the account's 429 with Retry-After and none of the token's RateLimit headers, which would say to retry at once", async () => {
+    const { app, storage } = await appWith({
+      perToken: { max: 100, windowMs: 60_000 },
+      perAccount: { max: 2, windowMs: 60_000 },
+      authFailures: { max: 0, windowMs: 1000 },
+    })
+    const token = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+    assert.equal((await list(app, token)).statusCode, 200)
+    assert.equal((await list(app, token)).statusCode, 200)
+    const limited = await list(app, token)
+    assert.equal(limited.statusCode, 429)
+    assert.ok(Number(limited.headers['retry-after']) >= 1, JSON.stringify(limited.headers))
+    const rateLimitHeaders = Object.keys(limited.headers).filter((name) => name.startsWith('ratelimit'))
+    assert.deepEqual(rateLimitHeaders, [], JSON.stringify(limited.headers))
+  })
+
   test('leaves the routes without a token alone, the reference registered before authentication included', async () => {
     const { app } = await appWith({
       perToken: { max: 1, windowMs: 60_000 },
@@ -75,10 +91,44 @@ describe('per-account rate limit', () => {
   })
 })
 
+/**
+ * Token T1 of an account floods past its own limit of 3; T2 of the same account then still gets through, up to the
+ * account's budget of 6: T1's refused requests were not counted for the account. `apps` take turns.
+ */
+async function floodOneToken(apps: FastifyInstance[], storage: InstrumentedStorage) {
+  const [t1, t2] = await Promise.all(
+    [1, 2].map(async () => bearer((await issueToken(storage, { accountName: 'flooded' })).secret)),
+  )
+  const app = (i: number) => apps[i % apps.length]!
+  const flood = []
+  for (let i = 0; i < 10; i++) flood.push((await list(app(i), t1!)).statusCode)
+  assert.deepEqual(flood, [200, 200, 200, 429, 429, 429, 429, 429, 429, 429])
+  const other = []
+  for (let i = 0; i < 4; i++) other.push((await list(app(i), t2!)).statusCode)
+  assert.deepEqual(other, [200, 200, 200, 429], 'T2 gets the account’s three requests left, then its own limit')
+  const limited = await list(app(0), bearer((await issueToken(storage, { accountName: 'flooded' })).secret))
+  assert.equal(limited.statusCode, 429, 'the account’s seventh request')
+  assert.match(limited.json().message, /^the account's rate limit of 6 requests/)
+}
+
+const FLOOD_LIMITS = {
+  perToken: { max: 3, windowMs: 60_000 },
+  perAccount: { max: 6, windowMs: 60_000 },
+  authFailures: { max: 0, windowMs: 1000 },
+}
+
+describe('per-token and per-account limits together', () => {
+  test('a token refused by its own limit does not spend its account’s budget: the account’s other tokens get through', async () => {
+    const { app, storage } = await appWith(FLOOD_LIMITS)
+    await floodOneToken([app], storage)
+  })
+})
+
 describe('per-token rate limit', () => {
   test('answers 429 in the Error shape with Retry-After and RateLimit headers over the limit, and recovers after the window', async () => {
     const { app, storage } = await appWith({
-      perToken: { max: 3, windowMs: 1000 },
+      // Long enough that the five requests below fit in one window on a slow machine; the wait after them is the cost.
+      perToken: { max: 3, windowMs: 3000 },
       authFailures: { max: 0, windowMs: 1000 },
     })
     const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
@@ -97,7 +147,7 @@ describe('per-token rate limit', () => {
     assert.equal(limited.headers['ratelimit-remaining'], '0')
     const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
     assert.equal((await list(app, other)).statusCode, 200, 'another token has its own budget')
-    await sleep(1100)
+    await sleep(3100)
     assert.equal((await list(app, headers)).statusCode, 200, 'the budget returns after the window')
     const metrics = await app.inject({ method: 'GET', url: '/metrics' })
     assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="token"\} 1$/m)
@@ -195,6 +245,18 @@ if (REDIS_URL !== undefined)
   })
 
 if (REDIS_URL !== undefined)
+  describe('per-token and per-account limits shared through Redis', () => {
+    test('a token refused by its own limit on two instances does not spend its account’s budget', async () => {
+      const redis = new Redis(REDIS_URL!, { maxRetriesPerRequest: 1 })
+      cleanups.push(() => redis.quit())
+      const limits = { ...FLOOD_LIMITS, redis, namespace: `plantstore-test:${randomUUID()}:` }
+      const a = await appWith(limits)
+      const b = await appWith(limits, a.storage)
+      await floodOneToken([a.app, b.app], a.storage)
+    })
+  })
+
+if (REDIS_URL !== undefined)
   describe('wrong /metrics tokens shared through Redis', () => {
     test('a wrong /metrics token on one instance counts toward the failure limit on another', async () => {
       const redis = new Redis(REDIS_URL!, { maxRetriesPerRequest: 1 })
@@ -222,7 +284,9 @@ describe('failed-authentication limit behind a reverse proxy', () => {
     const fresh = await freshStorage(backends[0]!)
     cleanups.push(fresh.dispose)
     const limits = { perToken: { max: 0, windowMs: 1000 }, authFailures: { max: 1, windowMs: 60_000 } }
-    const app = await buildApp({ storage: fresh.storage, rateLimit: limits, trustProxy: '127.0.0.1' })
+    const app = checkEveryResponse(
+      await buildApp({ storage: fresh.storage, rateLimit: limits, trustProxy: '127.0.0.1' }),
+    )
     cleanups.push(() => app.close())
     const from = (client: string) => ({ ...bearer('pst_wrong'), 'x-forwarded-for': client })
     assert.equal((await list(app, from('203.0.113.1'))).statusCode, 401)

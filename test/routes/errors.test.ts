@@ -10,7 +10,7 @@ import { issueToken } from '../../src/auth/issue-token.js'
 import postgres from 'postgres'
 import { InstrumentedStorage, openStorage } from '../../src/storage/index.js'
 import { open } from '../../src/storage/sqlite/index.js'
-import { bearer, buildTestApp, checkEveryResponse, type TestApp } from '../helpers/app.js'
+import { bearer, buildTestApp, checkEveryResponse, expectServerError, type TestApp } from '../helpers/app.js'
 import { POSTGRES_URL, postgresBackend, type TestDatabase } from '../helpers/backends.js'
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
 
@@ -42,7 +42,7 @@ describe('server errors', () => {
   after(() => t.close())
 
   test('answers an unexpected failure with 500 and a message that leaks nothing', async () => {
-    const res = await t.app.inject({ method: 'GET', url: '/boom' })
+    const res = await expectServerError(500, () => t.app.inject({ method: 'GET', url: '/boom' }))
     assert.equal(res.statusCode, 500)
     assert.deepEqual(res.json(), { error: 50001, message: 'internal server error' })
   })
@@ -74,9 +74,9 @@ describe('storage unavailable (sqlite)', () => {
 
   test('answers 503 with Retry-After while another process holds the write lock, then recovers', async () => {
     locker.exec('BEGIN EXCLUSIVE')
-    const busy = await post()
+    const busy = await expectServerError(503, post)
     assertUnavailable(busy)
-    const notReady = await app.inject({ method: 'GET', url: '/readyz' })
+    const notReady = await expectServerError(503, () => app.inject({ method: 'GET', url: '/readyz' }))
     assert.equal(notReady.statusCode, 503)
     assert.equal(notReady.json().error, 50301)
     locker.exec('COMMIT')
@@ -121,7 +121,7 @@ if (POSTGRES_URL !== undefined)
     test('answers 503 with Retry-After while another session holds the table lock, then recovers', async () => {
       await admin.begin(async (tx) => {
         await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
-        const busy = await post(1)
+        const busy = await expectServerError(503, () => post(1))
         assertUnavailable(busy)
       })
       assert.equal((await post(1)).statusCode, 200)
@@ -133,7 +133,7 @@ if (POSTGRES_URL !== undefined)
       try {
         await admin.begin(async (tx) => {
           await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
-          assertUnavailable(await postPlant(plainApp, headers, 3))
+          assertUnavailable(await expectServerError(503, () => postPlant(plainApp, headers, 3)))
         })
       } finally {
         await plainApp.close()
@@ -148,7 +148,7 @@ if (POSTGRES_URL !== undefined)
       try {
         await admin.begin(async (tx) => {
           await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
-          const inFlight = postFive()
+          const inFlight = expectServerError(503, postFive)
           // A fast shutdown ends every session with 57P01 (admin_shutdown), as pg_terminate_backend does here.
           const deadline = Date.now() + 4000
           for (let ended = 0; ended === 0;) {
@@ -177,8 +177,8 @@ if (POSTGRES_URL !== undefined)
       const { secret } = await issueToken(storage, { accountName: 'b' })
       try {
         assert.equal((await readOnlyApp.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
-        assertUnavailable(await postPlant(readOnlyApp, bearer(secret), 6))
-        const notReady = await readOnlyApp.inject({ method: 'GET', url: '/readyz' })
+        assertUnavailable(await expectServerError(503, () => postPlant(readOnlyApp, bearer(secret), 6)))
+        const notReady = await expectServerError(503, () => readOnlyApp.inject({ method: 'GET', url: '/readyz' }))
         assert.equal(notReady.statusCode, 503)
         assert.equal(notReady.json().error, 50301)
         const reads = await readOnlyApp.inject({ method: 'GET', url: '/plants', headers: bearer(secret) })
@@ -191,8 +191,8 @@ if (POSTGRES_URL !== undefined)
 
     test('answers 503 while the database cannot be reached, then recovers without a restart', async () => {
       await proxy.cut()
-      const down = await post(2)
-      const notReady = await app.inject({ method: 'GET', url: '/readyz' })
+      const down = await expectServerError(503, () => post(2))
+      const notReady = await expectServerError(503, () => app.inject({ method: 'GET', url: '/readyz' }))
       assert.equal(notReady.statusCode, 503)
       assert.equal(notReady.json().error, 50301)
       assertUnavailable(down)

@@ -33,6 +33,25 @@ for (const backend of backends) {
       assert.deepEqual(await names(), [])
     })
 
+    test('ignores a Content-Type header on a DELETE, and a body that is not JSON with it', async () => {
+      const sent = [
+        ['text/plain', undefined],
+        ['application/octet-stream', undefined],
+        ['application/json', undefined],
+        ['text/plain', 'delete it please'],
+      ] as const
+      for (const [i, [type, payload]] of sent.entries()) {
+        await create(String(100 + i))
+        const res = await t.app.inject({
+          method: 'DELETE',
+          url: `/plants/${100 + i}`,
+          headers: { ...headers, 'content-type': type },
+          ...(payload === undefined ? {} : { payload }),
+        })
+        assert.equal(res.statusCode, 204, `${type}: ${res.body}`)
+      }
+    })
+
     test('answers 404 for an id the account does not have', async () => {
       const res = await remove('424242')
       assert.equal(res.statusCode, 404)

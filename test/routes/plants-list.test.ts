@@ -130,6 +130,10 @@ for (const backend of backends) {
       ['an unknown field in fields', '/plants?fields=id,color', /querystring\.fields/],
       ['fields without name', '/plants?fields=id', /querystring\.fields: must include name/],
       ['an unknown parameter', '/plants?limt=5', /querystring\.limt/],
+      ['a __proto__ parameter, like any unknown one', '/plants?__proto__=1', /^querystring\.__proto__: /],
+      ['broken percent-encoding in a value', '/plants?tag=%FF', /^querystring\.tag: malformed percent-encoding$/],
+      ['a truncated percent-escape in a value', '/plants?limit=5&tag=a%2', /^querystring\.tag: malformed/],
+      ['broken percent-encoding in a name', '/plants?%E0%A4=1', /^querystring\.%E0%A4: malformed/],
     ]
     for (const [what, url, message] of invalid) {
       test(`rejects ${what} with 400 naming the parameter`, async () => {

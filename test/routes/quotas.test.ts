@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
+import { testOnce } from '../helpers/once.js'
 
 // A public address, never connected to: no dispatcher runs in these tests.
 const PUBLIC_URL = 'https://8.8.8.8/hooks/plants'
@@ -31,21 +32,26 @@ for (const backend of backends) {
     const enable = (headers: Record<string, string>, id: string) =>
       t.app.inject({ method: 'POST', url: `/webhooks/${id}/enable`, headers })
 
-    test('refuses a plant past the account quota with 409 (40902); an identical re-create still answers 200', async () => {
-      assert.equal((await createPlant(alice, 1)).statusCode, 200)
-      assert.equal((await createPlant(alice, 2)).statusCode, 200)
-      const refused = await createPlant(alice, 3)
-      assert.equal(refused.statusCode, 409)
-      assert.deepEqual(refused.json(), {
-        error: 40902,
-        message: 'the account holds its quota of 2 plants; delete some before creating more',
-      })
-      assert.equal((await createPlant(alice, 2)).statusCode, 200)
-      assert.equal((await createPlant(alice, 2, 'Palm')).json().error, 40901, 'a conflict is still a conflict')
-      assert.equal((await createPlant(bob, 3)).statusCode, 200, 'another account is not limited by it')
-    })
+    // The quota tests leave Alice with plants 1 and 2 and one subscription, which the enabling tests build on: each
+    // runs once, in its own test or first in a later one that needs what it leaves.
+    const plantQuota = testOnce(
+      'refuses a plant past the account quota with 409 (40902); an identical re-create still answers 200',
+      async () => {
+        assert.equal((await createPlant(alice, 1)).statusCode, 200)
+        assert.equal((await createPlant(alice, 2)).statusCode, 200)
+        const refused = await createPlant(alice, 3)
+        assert.equal(refused.statusCode, 409)
+        assert.deepEqual(refused.json(), {
+          error: 40902,
+          message: 'the account holds its quota of 2 plants; delete some before creating more',
+        })
+        assert.equal((await createPlant(alice, 2)).statusCode, 200)
+        assert.equal((await createPlant(alice, 2, 'Palm')).json().error, 40901, 'a conflict is still a conflict')
+        assert.equal((await createPlant(bob, 3)).statusCode, 200, 'another account is not limited by it')
+      },
+    )
 
-    test('refuses a subscription past the account quota with 409 (40902)', async () => {
+    const subscriptionQuota = testOnce('refuses a subscription past the account quota with 409 (40902)', async () => {
       assert.equal((await subscribe(alice)).statusCode, 201)
       const refused = await subscribe(alice)
       assert.equal(refused.statusCode, 409)
@@ -56,6 +62,8 @@ for (const backend of backends) {
     })
 
     test('shows a subscription disabled at its queue cap, and enables it again with POST /webhooks/{id}/enable', async () => {
+      await plantQuota()
+      await subscriptionQuota()
       const [subscription] = (await t.app.inject({ method: 'GET', url: '/webhooks', headers: alice })).json()
       // Alice holds plants 1 and 2: two deletes queue two events, the third change finds the queue full.
       for (const id of [1, 2]) await t.app.inject({ method: 'DELETE', url: `/plants/${id}`, headers: alice })
@@ -72,9 +80,18 @@ for (const backend of backends) {
         ['active', null, null],
       )
       assert.equal((await enable(alice, subscription.id)).json().status, 'active', 'enabling an active one is harmless')
+      // The route takes no body: a Content-Type a form or a tool adds is ignored, not a 415.
+      const typed = await t.app.inject({
+        method: 'POST',
+        url: `/webhooks/${subscription.id}/enable`,
+        headers: { ...alice, 'content-type': 'text/plain' },
+        payload: 'please',
+      })
+      assert.equal(typed.statusCode, 200, typed.body)
     })
 
     test('enables only the caller account’s subscriptions: 404 (40403) for another’s or an unknown id', async () => {
+      await subscriptionQuota()
       const [subscription] = (await t.app.inject({ method: 'GET', url: '/webhooks', headers: alice })).json()
       const theirs = await enable(bob, subscription.id)
       assert.equal(theirs.statusCode, 404)

@@ -228,3 +228,85 @@ for (const backend of backends) {
     })
   })
 }
+
+for (const backend of backends) {
+  describe(`token lineage over HTTP (${backend.name})`, () => {
+    let t: TestApp
+    let root: { authorization: string }
+    let rootId: string
+    const TTL_MS = 200
+    const MANAGER = ['plants:read', 'tokens:manage']
+    before(async () => {
+      t = await buildTestApp(backend, TTL_MS)
+      root = bearer(await t.token('lineage', { scopes: MANAGER }))
+      rootId = (await t.storage.tokens.list('lineage'))[0]!.id
+    })
+    after(() => t.close())
+
+    const make = async (headers: Record<string, string>, scopes = MANAGER) => {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/tokens',
+        headers: { ...headers, 'content-type': 'application/json' },
+        payload: { scopes },
+      })
+      assert.equal(res.statusCode, 201, res.body)
+      const made = res.json() as { id: string; secret: string; createdBy: string | null }
+      return { ...made, headers: bearer(made.secret) }
+    }
+    const plants = (headers: Record<string, string>) => t.app.inject({ method: 'GET', url: '/plants', headers })
+    const remove = (headers: Record<string, string>, id: string) =>
+      t.app.inject({ method: 'DELETE', url: `/tokens/${id}`, headers })
+
+    test('GET /tokens shows which token made each: the calling token’s id, null for one made with the CLI', async () => {
+      const m = await make(root)
+      const c = await make(m.headers, ['plants:read'])
+      assert.equal(m.createdBy, rootId)
+      assert.equal(c.createdBy, m.id)
+      const listed = (await t.app.inject({ method: 'GET', url: '/tokens', headers: root })).json() as Array<{
+        id: string
+        createdBy: string | null
+      }>
+      const makers = new Map(listed.map((token) => [token.id, token.createdBy]))
+      assert.equal(makers.get(rootId), null)
+      assert.equal(makers.get(m.id), rootId)
+      assert.equal(makers.get(c.id), m.id)
+    })
+
+    test('deleting a token ends the tokens it made, and theirs, within the token cache bound: 401 revoked', async () => {
+      const m = await make(root)
+      const c = await make(m.headers)
+      const g = await make(c.headers, ['plants:read'])
+      for (const token of [m, c, g]) assert.equal((await plants(token.headers)).statusCode, 200)
+      assert.equal((await remove(root, m.id)).statusCode, 204)
+      await sleep(TTL_MS + 50)
+      for (const token of [m, c, g]) {
+        const refused = await plants(token.headers)
+        assert.equal(refused.statusCode, 401, `${token.id}: ${refused.body}`)
+        assert.equal(refused.headers['www-authenticate'], 'Bearer realm="plantstore", error="invalid_token"')
+      }
+      assert.match((await plants(c.headers)).json().message, /revoked/)
+      assert.equal((await plants(root)).statusCode, 200, 'the maker of the deleted token keeps working')
+      const listed = (await t.app.inject({ method: 'GET', url: '/tokens', headers: root })).json()
+      assert.ok(!listed.some((token: { id: string }) => [m.id, c.id, g.id].includes(token.id)), 'none listed')
+    })
+
+    test('answers 401 revoked to a token making one in the moment after its deletion, while still trusted', async () => {
+      const m = await make(root)
+      assert.equal((await plants(m.headers)).statusCode, 200)
+      assert.equal((await remove(root, m.id)).statusCode, 204)
+      // M is still trusted from the cache for up to TTL_MS, but what it would make is not stored.
+      const late = await t.app.inject({
+        method: 'POST',
+        url: '/tokens',
+        headers: { ...m.headers, 'content-type': 'application/json' },
+        payload: { scopes: ['plants:read'] },
+      })
+      assert.equal(late.statusCode, 401, late.body)
+      assert.equal(late.headers['www-authenticate'], 'Bearer realm="plantstore", error="invalid_token"')
+      assert.deepEqual(late.json(), { error: 40102, message: 'bearer token has been revoked' })
+      const listed = (await t.app.inject({ method: 'GET', url: '/tokens', headers: root })).json()
+      assert.ok(!listed.some((token: { createdBy: string | null }) => token.createdBy === m.id), 'nothing made by M')
+    })
+  })
+}

@@ -65,19 +65,24 @@ async function backToVersion1(url: string): Promise<void> {
     db.exec('DROP TABLE storage_probe; DROP TABLE webhook_subscriptions; DROP TABLE webhook_deliveries')
     db.exec('DROP TABLE plant_counts; DROP TABLE webhook_attempts')
     db.exec('DROP TRIGGER plants_counted_on_insert; DROP TRIGGER plants_counted_on_delete')
-    db.exec('DROP INDEX tokens_by_account')
+    db.exec('DROP INDEX tokens_by_account; DROP INDEX tokens_by_maker; ALTER TABLE tokens DROP COLUMN created_by')
     db.exec('DELETE FROM schema_migrations WHERE version > 1')
     db.close()
     return
   }
   const sql = postgres(url, { max: 1, onnotice: () => {} })
-  await sql.unsafe(
-    'DROP TABLE storage_probe, webhook_subscriptions, webhook_deliveries, plant_counts, webhook_attempts',
-  )
-  await sql.unsafe('ALTER TABLE accounts DROP COLUMN subscriptions, DROP COLUMN tokens')
-  await sql.unsafe('DROP INDEX tokens_by_account')
-  await sql.unsafe('DELETE FROM schema_migrations WHERE version > 1')
-  await sql.end()
+  // Closed even when a statement fails, so that an open connection cannot keep the test process alive.
+  try {
+    await sql.unsafe(
+      'DROP TABLE storage_probe, webhook_subscriptions, webhook_deliveries, plant_counts, webhook_attempts',
+    )
+    await sql.unsafe('ALTER TABLE accounts DROP COLUMN subscriptions, DROP COLUMN tokens')
+    await sql.unsafe('DROP INDEX tokens_by_account, tokens_by_maker')
+    await sql.unsafe('ALTER TABLE tokens DROP COLUMN created_by')
+    await sql.unsafe('DELETE FROM schema_migrations WHERE version > 1')
+  } finally {
+    await sql.end()
+  }
 }
 
 /**
@@ -164,10 +169,11 @@ for (const backend of backends) {
         assert.deepEqual((await open({ migrate: false })).migrationsApplied, [])
       }))
 
-    test('upgrades a database of the first release, keeping its plants and tokens', () =>
+    test('upgrades a database of the first release, keeping its plants and its tokens valid, made by no token', () =>
       withDatabase(backend, async (url, open) => {
         const old = await open()
-        const token = await old.tokens.create(mintToken({ accountName: 'a' }).record)
+        const { record } = mintToken({ accountName: 'a' })
+        const token = await old.tokens.create(record)
         await old.plants.create(token.accountId, { id: 1n, name: 'x', tag: null }, plantCreated)
         await old.close()
         await backToVersion1(url)
@@ -178,6 +184,10 @@ for (const backend of backends) {
           { id: 1n, name: 'x', tag: null },
         ])
         assert.equal(await upgraded.tokens.count(), 1)
+        const kept = await upgraded.tokens.find(record.secretHash)
+        assert.equal(kept?.id, token.id)
+        assert.equal(kept.revokedAt, null)
+        assert.equal(kept.createdBy, null)
       }))
 
     test('applies migrations exactly once when several instances open an empty database at once', () =>

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
-import type { InstrumentedStorage } from '../../src/storage/index.js'
+import { openStorage, type InstrumentedStorage } from '../../src/storage/index.js'
 import { QuotaExceededError, type StorageLimits } from '../../src/storage/types.js'
 import {
   EVENT_TYPES,
@@ -25,12 +25,17 @@ const isQuota = (resource: string, limit: number) => (err: unknown) => {
 for (const backend of backends) {
   describe(`per-account quotas (${backend.name})`, () => {
     let storage: InstrumentedStorage
+    let url: string
     let dispose: () => Promise<void>
     let accounts = 0
+    const cleanups: Array<() => Promise<void>> = []
     before(async () => {
-      ;({ storage, dispose } = await freshStorage(backend, { migrate: true, limits: LIMITS }))
+      ;({ storage, url, dispose } = await freshStorage(backend, { migrate: true, limits: LIMITS }))
     })
-    after(() => dispose())
+    after(async () => {
+      for (const cleanup of cleanups) await cleanup()
+      await dispose()
+    })
 
     const account = async () => {
       const name = `quota${++accounts}`
@@ -81,23 +86,69 @@ for (const backend of backends) {
       )
     })
 
-    test('holds under creates sent at once: exact on SQLite, over by at most those racing on PostgreSQL', async () => {
+    /** Separate storages on one database with a quota of 20, each with its own pool: as several instances. */
+    const instances = async () => {
+      const opened: InstrumentedStorage[] = []
+      for (let i = 0; i < 4; i++) {
+        const instance = await openStorage(url, { migrate: false, limits: { ...LIMITS, plantsPerAccount: 20 } })
+        opened.push(instance)
+        cleanups.push(() => instance.close())
+      }
+      return opened
+    }
+
+    test('creates racing on several instances store exactly the quota, the rest refused; deletes free room', async () => {
+      const several = await instances()
       const { id } = await account()
-      const outcomes = await Promise.allSettled(
-        Array.from({ length: 6 }, (_, i) =>
-          storage.plants.create(id, { id: BigInt(i + 1), name: 'p', tag: null }, plantCreated),
+      let next = 0n
+      const race = (count: number) =>
+        Promise.allSettled(
+          Array.from({ length: count }, (_, i) =>
+            several[i % several.length]!.plants.create(id, { id: ++next, name: 'p', tag: null }, plantCreated),
+          ),
+        )
+      const outcomes = [...(await race(40)), ...(await race(40))]
+      const created = outcomes.filter((outcome) => outcome.status === 'fulfilled')
+      for (const outcome of outcomes) {
+        if (outcome.status === 'fulfilled') assert.equal(outcome.value, 'created')
+        else assert.ok(isQuota('plants', 20)(outcome.reason))
+      }
+      const stored = await listPlants(storage.plants, id, { limit: 100 })
+      assert.equal(stored.length, 20, `${created.length} answered created, ${stored.length} stored`)
+      assert.equal(created.length, 20)
+      for (const plant of stored.slice(0, 5))
+        assert.equal(await storage.plants.delete(id, plant.id, plantDeleted), true)
+      const refill = await race(40)
+      assert.equal(refill.filter((outcome) => outcome.status === 'fulfilled').length, 5, 'the five deleted made room')
+      assert.equal((await listPlants(storage.plants, id, { limit: 100 })).length, 20)
+    })
+
+    test('identical, conflicting and equal creates racing on several instances take no room', async () => {
+      const several = await instances()
+      const { id } = await account()
+      assert.equal(await storage.plants.create(id, { id: 1n, name: 'p', tag: null }, plantCreated), 'created')
+      const again = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          several[i % several.length]!.plants.create(id, { id: 1n, name: i % 2 ? 'q' : 'p', tag: null }, plantCreated),
         ),
       )
-      const stored = (await listPlants(storage.plants, id, { limit: 10 })).length
-      const created = outcomes.filter((outcome) => outcome.status === 'fulfilled').length
-      assert.equal(stored, created, 'every create answered created was stored, no other')
-      // SQLite serialises writes, so the quota is exact; PostgreSQL creates racing at the quota each read the count
-      // without the others (documented), so together they may pass it by up to their number.
-      if (backend.name === 'sqlite') assert.equal(created, 3)
-      else assert.ok(created >= 3 && created <= 6, `${created} created`)
+      assert.deepEqual(new Set(again), new Set(['identical', 'conflict']))
+      // Rounds of twelve racing creates of one new id: one is created, the others find it.
+      for (let plant = 2n; plant <= 10n; plant++) {
+        const same = await Promise.all(
+          Array.from({ length: 12 }, (_, i) =>
+            several[i % several.length]!.plants.create(id, { id: plant, name: 'p', tag: null }, plantCreated),
+          ),
+        )
+        assert.equal(same.filter((outcome) => outcome === 'created').length, 1)
+      }
+      // Ten plants stored, so ten more fit, one by one, and no more.
+      for (let plant = 11n; plant <= 20n; plant++) {
+        assert.equal(await several[0]!.plants.create(id, { id: plant, name: 'p', tag: null }, plantCreated), 'created')
+      }
       await assert.rejects(
-        storage.plants.create(id, { id: 9n, name: 'p', tag: null }, plantCreated),
-        isQuota('plants', 3),
+        several[0]!.plants.create(id, { id: 21n, name: 'p', tag: null }, plantCreated),
+        isQuota('plants', 20),
       )
     })
 

@@ -18,6 +18,7 @@ function newToken(overrides: Partial<NewToken> = {}): NewToken {
     scopes: ['plants:read'],
     label: null,
     expiresAt: null,
+    createdBy: null,
     ...overrides,
   }
 }
@@ -64,10 +65,12 @@ for (const backend of backends) {
     })
 
     test('stores and returns int64 extremes exactly, ordered as signed integers', async () => {
-      for (const id of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, 2n ** 53n, -5n]) {
-        assert.equal(await storage.plants.create(acme, { id, name: `n${id}`, tag: null }, plantCreated), 'created')
+      // An account of its own: the order checked is of these plants only, whichever tests ran before.
+      const extremes = (await storage.tokens.create(newToken({ accountName: 'extremes' }))).accountId
+      for (const id of [INT64_MAX, INT64_MIN, 2n ** 53n + 1n, 2n ** 53n, -5n, 1n]) {
+        assert.equal(await storage.plants.create(extremes, { id, name: `n${id}`, tag: null }, plantCreated), 'created')
       }
-      const ids = (await listPlants(storage.plants, acme, { limit: 100 })).map((plant) => plant.id)
+      const ids = (await listPlants(storage.plants, extremes, { limit: 100 })).map((plant) => plant.id)
       assert.deepEqual(ids, [INT64_MIN, -5n, 1n, 2n ** 53n, 2n ** 53n + 1n, INT64_MAX])
     })
 
@@ -261,6 +264,8 @@ for (const backend of backends) {
     })
 
     test('lists tokens without secret hashes, filtered by account', async () => {
+      // Tokens of its own beside the two made before: it lists as many whether or not earlier tests made more.
+      for (const label of ['list-1', 'list-2']) await storage.tokens.create(newToken({ accountName: 'acme', label }))
       const all = await storage.tokens.list()
       assert.ok(all.length >= 4)
       assert.ok(all.every((token) => !('secretHash' in token)))
@@ -298,6 +303,8 @@ for (const backend of backends) {
     })
 
     test('keeps everything when reopened (migrations run once)', async () => {
+      // A plant to find after the reopening, already there (identical) when the first test ran.
+      await storage.plants.create(acme, { id: 1n, name: 'a', tag: null }, plantCreated)
       const again = await openStorage(url)
       assert.deepEqual(again.migrationsApplied, [])
       try {

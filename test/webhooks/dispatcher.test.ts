@@ -78,6 +78,31 @@ for (const backend of backends) {
       return { accountId: token.accountId, secret, subscription }
     }
 
+    /**
+     * Proves the dispatcher has made every attempt it owed before now: queues an event for a new subscription and
+     * waits for its delivery and an empty outbox. With one attempt in flight at a time and claims oldest-due first,
+     * an attempt still owed to an older subscription would have been made, and received, before this one.
+     */
+    async function deliverMarker() {
+      const markerReceiver = await startReceiver()
+      try {
+        const name = `marker${++account}`
+        const token = await storage.tokens.create(mintToken({ accountName: name }).record)
+        await storage.webhooks.createSubscription({
+          id: newSubscriptionId(),
+          accountName: name,
+          url: markerReceiver.url,
+          secret: newSigningSecret(),
+          eventTypes: ['plant.created'],
+        })
+        await storage.plants.create(token.accountId, { id: 1n, name: 'marker', tag: null }, plantCreated)
+        await markerReceiver.waitFor(1)
+        await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
+      } finally {
+        await markerReceiver.close()
+      }
+    }
+
     const run = (options: Partial<DispatcherOptions> = {}) => {
       dispatcher = new WebhookDispatcher(storage.webhooks, { ...FAST, ...options })
       dispatcher.start()
@@ -123,8 +148,15 @@ for (const backend of backends) {
       assert.equal(new Set(attempts.map((request) => request.headers['webhook-id'])).size, 1)
       assert.ok(verified(secret, attempts[2]!))
       await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
-      await new Promise((resolve) => setTimeout(resolve, 300))
-      assert.equal(receiver.received.length, 3, 'nothing sent after the 200')
+      // A subscription's events go in order: an attempt after the 200 would reach the receiver before the next event.
+      await storage.plants.create(accountId, { id: 6n, name: 'Next', tag: null }, plantCreated)
+      await receiver.waitFor(4)
+      await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
+      assert.deepEqual(
+        receiver.received.map((request) => (JSON.parse(request.body) as { id: number }).id),
+        [5, 5, 5, 6],
+        'nothing sent after the 200',
+      )
     })
 
     test('retries after a receiver that does not answer within the timeout', async () => {
@@ -165,10 +197,10 @@ for (const backend of backends) {
       receiver.answer = () => ({ status: 500 })
       for (let id = 1n; id <= 3n; id++)
         await storage.plants.create(accountId, { id, name: 'Cactus', tag: null }, plantCreated)
-      run({ giveUpAfterMs: 0 })
+      run({ giveUpAfterMs: 0, concurrency: 1 })
       await receiver.waitFor(1)
       await eventually(async () => (await storage.webhooks.countPendingDeliveries()) === 0, 5000, 20)
-      await new Promise((resolve) => setTimeout(resolve, 300))
+      await deliverMarker()
       assert.equal(receiver.received.length, 1, 'one attempt, then given up')
       const [listed] = await storage.webhooks.listSubscriptions({ accountId })
       assert.equal(listed!.state, 'disabled')
@@ -262,8 +294,8 @@ for (const backend of backends) {
       )
       assert.equal(await storage.webhooks.deleteSubscription(subscription.id, accountId), true)
       assert.equal(await storage.webhooks.countPendingDeliveries(), 0)
-      run()
-      await new Promise((resolve) => setTimeout(resolve, 200))
+      run({ concurrency: 1 })
+      await deliverMarker()
       assert.equal(receiver.received.length, 0)
     })
   })

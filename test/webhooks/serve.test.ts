@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { backends, POSTGRES_URL, postgresBackend, type TestDatabase } from '../helpers/backends.js'
 import { startReceiver, verified, type Receiver } from '../helpers/receiver.js'
+import { once } from '../helpers/once.js'
 import { cleanup, eventually, http, runCli, startServer, type ServerProcess } from '../helpers/server-process.js'
 
 after(cleanup)
@@ -26,6 +27,17 @@ async function subscribe(database: string, url: string, env: Record<string, stri
   return added.stdout.split('\n')[0]!
 }
 
+/** Whether the server's /metrics has a line matching `pattern`. */
+const metricsShow = (server: ServerProcess, pattern: RegExp) => async () =>
+  pattern.test((await http(server.baseUrl, 'GET', '/metrics')).text)
+
+/** The webhook attempts a server has made, whatever their outcome, by its /metrics. */
+async function attemptsBy(server: ServerProcess): Promise<number> {
+  const text = (await http(server.baseUrl, 'GET', '/metrics')).text
+  const counts = [...text.matchAll(/^plantstore_webhook_deliveries_total\{outcome="\w+"\} (\d+)$/gm)]
+  return counts.reduce((sum, match) => sum + Number(match[1]), 0)
+}
+
 const post = (server: ServerProcess, id: number) =>
   http(server.baseUrl, 'POST', '/plants', { token: TOKEN, body: { id, name: `Plant ${id}` } })
 
@@ -34,6 +46,8 @@ for (const backend of backends) {
     let database: TestDatabase
     let receiver: Receiver
     let server: ServerProcess
+    // The delivery tests share one subscription, made with the CLI by whichever of them runs first.
+    const subscribed = once(() => subscribe(database.url, receiver.url))
     before(async () => {
       database = await backend.createDatabase()
       receiver = await startReceiver()
@@ -65,7 +79,7 @@ for (const backend of backends) {
     })
 
     test('a plant created through the API reaches a subscription made with the CLI, signed with its secret', async () => {
-      const secret = await subscribe(database.url, receiver.url)
+      const secret = await subscribed()
       const listed = await runCli(['webhooks', 'list', '--database', database.url])
       assert.match(
         listed.stdout,
@@ -77,27 +91,31 @@ for (const backend of backends) {
       assert.equal(request!.body, '{"id":1,"name":"Plant 1"}')
       assert.ok(verified(secret, request!))
       // The outcome is recorded just after the receiver answers.
-      const metricsShow = (pattern: RegExp) => async () =>
-        pattern.test((await http(server.baseUrl, 'GET', '/metrics')).text)
-      await eventually(metricsShow(/^plantstore_webhook_deliveries_total\{outcome="delivered"\} [1-9]/m), 5000)
-      await eventually(metricsShow(/^plantstore_webhook_queue_depth 0$/m), 5000)
+      await eventually(metricsShow(server, /^plantstore_webhook_deliveries_total\{outcome="delivered"\} [1-9]/m), 5000)
+      await eventually(metricsShow(server, /^plantstore_webhook_queue_depth 0$/m), 5000)
     })
 
     test('an event written by a server killed (SIGKILL) before any attempt is delivered after the restart', async () => {
+      await subscribed()
       // This server writes events but does not deliver them: the kill comes between the write and the delivery.
       await server.stop('SIGKILL')
       server = await startServer({ database: database.url, env: { ...ENV, PLANTSTORE_WEBHOOK_DELIVERY: 'false' } })
       const before = receiver.received.length
       assert.equal((await post(server, 3)).status, 200)
-      await new Promise((resolve) => setTimeout(resolve, 300))
-      assert.equal(receiver.received.length, before, 'nothing delivered yet')
+      // Queued, not delivered, as the server is killed.
+      await eventually(metricsShow(server, /^plantstore_webhook_queue_depth 1$/m), 5000)
       await server.stop('SIGKILL')
       server = await startServer({ database: database.url, env: ENV })
       const [request] = (await receiver.waitFor(before + 1)).slice(before)
       assert.equal(request!.body, '{"id":3,"name":"Plant 3"}')
+      // Counted by the server started after the kill: had the killed one delivered the event, this one would have
+      // found nothing to deliver, however long the test had waited before the kill.
+      await eventually(metricsShow(server, /^plantstore_webhook_deliveries_total\{outcome="delivered"\} 1$/m), 5000)
+      assert.equal(receiver.received.length, before + 1, 'delivered once')
     })
 
     test('an event whose server is killed (SIGKILL) while retrying it is delivered after the restart', async () => {
+      await subscribed()
       receiver.answer = () => ({ status: 503 })
       const before = receiver.received.length
       assert.equal((await post(server, 2)).status, 200)
@@ -149,10 +167,18 @@ if (POSTGRES_URL !== undefined)
       const statuses = await Promise.all(Array.from({ length: 60 }, (_, i) => post(servers[i % 2]!, 100 + i)))
       assert.ok(statuses.every((res) => res.status === 200))
       await receiver.waitFor(180, 30_000)
-      await new Promise((resolve) => setTimeout(resolve, 1000))
+      // One more event: each subscription's goes out only after every event before it is done, so a second attempt
+      // of an earlier one, made by the server whose claim was not the one that counted, would come before it.
+      assert.equal((await post(servers[0]!, 999)).status, 200)
+      await receiver.waitFor(183, 30_000)
+      // Every attempt either server made, counted once its answer came: as many as the receiver got.
+      await eventually(
+        async () => (await attemptsBy(servers[0]!)) + (await attemptsBy(servers[1]!)) === receiver.received.length,
+        10_000,
+      )
       const keys = receiver.received.map((request) => `${request.path} ${String(request.headers['webhook-id'])}`)
-      assert.equal(keys.length, 180, `${keys.length} deliveries`)
-      assert.equal(new Set(keys).size, 180, 'no event delivered twice to a subscription')
+      assert.equal(keys.length, 183, `${keys.length} deliveries`)
+      assert.equal(new Set(keys).size, 183, 'no event delivered twice to a subscription')
       for (const s of [1, 2, 3]) {
         const bodies = new Set(receiver.received.filter((r) => r.path.endsWith(`s=${s}`)).map((r) => r.body))
         for (let i = 0; i < 60; i++) assert.ok(bodies.has(`{"id":${100 + i},"name":"Plant ${100 + i}"}`))

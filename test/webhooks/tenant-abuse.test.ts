@@ -14,6 +14,8 @@ after(cleanup)
 
 const SCOPES = ['plants:read', 'plants:write', 'webhooks:manage']
 const ATTACK_SECONDS = 10
+// Before the attack, what /healthz takes on this machine, now: idle, then under the same flood without subscriptions.
+const BASELINE_SECONDS = 5
 // The queue cap, lowered from 10,000 so that a CI machine's 10 s of POSTs fill it: every subscription of the
 // attacker is then disabled mid-attack and its queue failed in batches while the attack goes on.
 const QUEUE_CAP = 1500
@@ -27,10 +29,11 @@ async function refusingUrl(): Promise<string> {
   return `http://127.0.0.1:${port}/hook`
 }
 
-/** POSTs fresh plants for `seconds` from a process of its own; resolves with the count per status. */
-function flood(baseUrl: string, token: string, seconds: number): Promise<Record<string, number>> {
+/** POSTs fresh plants (ids from `firstId`) for `seconds` from a process of its own; resolves with the count per status. */
+function flood(baseUrl: string, token: string, seconds: number, firstId = 1): Promise<Record<string, number>> {
   const script = join(REPO_ROOT, 'test', 'helpers', 'post-flood.ts')
-  const child = spawn(process.execPath, ['--import', 'tsx', script, baseUrl, token, String(seconds), '16', '1'], {
+  const args = [script, baseUrl, token, String(seconds), '16', String(firstId)]
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   })
@@ -104,10 +107,18 @@ for (const backend of backends) {
       return { server, mallory: mallory.secret, alice: alice.secret, subscribe, createPlant }
     }
 
-    test('at its subscription cap to a refusing receiver, with 10 s of POSTs: another account is delivered within 10 s and /healthz stays fast during and after', async (t) => {
+    test('at its subscription cap to a refusing receiver, with 10 s of POSTs: another account is delivered within 30 s and /healthz stays as fast during and after as under the POSTs alone', async (t) => {
       const { server, mallory, alice, subscribe, createPlant } = await serve({
         PLANTSTORE_WEBHOOK_MAX_QUEUED: String(QUEUE_CAP),
       })
+
+      const idleEnd = performance.now() + BASELINE_SECONDS * 1000
+      const healthIdle = await probeHealth(server.baseUrl, () => performance.now() > idleEnd)
+      let calm = true
+      const baselineFlood = flood(server.baseUrl, mallory, BASELINE_SECONDS, 1_000_000).finally(() => (calm = false))
+      const healthBaseline = await probeHealth(server.baseUrl, () => !calm)
+      const baselineStatuses = await baselineFlood
+      assert.deepEqual(Object.keys(baselineStatuses), ['200'], JSON.stringify(baselineStatuses))
 
       const refused = await refusingUrl()
       for (let i = 0; i < 10; i++) assert.equal(await subscribe(mallory, refused), 201)
@@ -121,7 +132,7 @@ for (const backend of backends) {
       await sleep(3000)
       const sent = performance.now()
       assert.equal(await createPlant(alice, 1), 200)
-      const [delivered] = await receiver.waitFor(1, 10_000)
+      const [delivered] = await receiver.waitFor(1, 30_000)
       const waited = performance.now() - sent
       assert.equal(delivered!.body, '{"id":1,"name":"Monstera"}')
 
@@ -137,31 +148,36 @@ for (const backend of backends) {
       // database all along: on PostgreSQL, transactions of the client's once failed a third of them here with 500
       // and lost some answered 200.
       assert.deepEqual(Object.keys(statuses), ['200'], JSON.stringify(statuses))
-      assert.equal(await countPlants(server.baseUrl, mallory), statuses['200'])
+      assert.equal(await countPlants(server.baseUrl, mallory), baselineStatuses['200']! + statuses['200']!)
       const listed = await http(server.baseUrl, 'GET', '/webhooks', { token: mallory })
       const subscriptions = JSON.parse(listed.text) as Array<{ status: string; disabledReason: string | null }>
       assert.deepEqual(
         subscriptions.map((s) => [s.status, s.disabledReason]),
         Array.from({ length: 10 }, () => ['disabled', 'backlog']),
       )
-      // Bounds on behaviour, not speed claims, set wide for a loaded 2-core CI machine running the database, the
-      // server and the load generator at once: before the fixes /healthz took 1.1 s at p99 during such an attack
-      // on SQLite and stalled about 0.9 s every second after it, and another account waited a minute.
+      // Bounds on behaviour, not speed claims: before the fixes /healthz took 1.1 s at p99 during such an attack on
+      // SQLite and stalled about 0.9 s every second after it, and another account waited a minute. The /healthz
+      // bounds are relative to baselines measured above on the same server and machine, whatever else shares its 2
+      // cores: during the attack, the POSTs alone; after it, the idle server. 10 times their p99, and no less than
+      // 250 ms, below which scheduling noise on 2 shared cores decides (the broken build's stalls were a second). The attack's POSTs also queue deliveries, so some slowing is
+      // fair: about 4 times was seen on SQLite, where the broken build was 100 times. The stalls after it came every
+      // second, so the p99 after it shows them.
+      const floodP99 = percentile(healthBaseline, 99)
+      const idleP99 = percentile(healthIdle, 99)
       const p99 = percentile(healthDuring, 99)
-      const worstAfter = Math.max(...healthAfter)
-      assert.ok(waited < 10_000, `alice waited ${Math.round(waited)} ms`)
-      assert.ok(p99 < 200, `/healthz p99 during the attack ${p99.toFixed(1)} ms over ${healthDuring.length} probes`)
-      assert.ok(worstAfter < 250, `/healthz worst after the attack ${worstAfter.toFixed(1)} ms`)
-      t.diagnostic(
-        `${JSON.stringify(statuses)}; alice delivered after ${Math.round(waited)} ms; /healthz p99 ${p99.toFixed(1)} ms (max ${Math.max(...healthDuring).toFixed(1)}) during, worst ${worstAfter.toFixed(1)} ms after`,
-      )
+      const p99After = percentile(healthAfter, 99)
+      const summary = `p99 idle ${idleP99.toFixed(1)} ms, under the POSTs alone ${floodP99.toFixed(1)} ms, during the attack ${p99.toFixed(1)} ms (max ${Math.max(...healthDuring).toFixed(1)}), after it ${p99After.toFixed(1)} ms (max ${Math.max(...healthAfter).toFixed(1)})`
+      assert.ok(waited < 30_000, `alice waited ${Math.round(waited)} ms`)
+      assert.ok(p99 < Math.max(10 * floodP99, 250), `/healthz during the attack: ${summary}`)
+      assert.ok(p99After < Math.max(10 * idleP99, 250), `/healthz after the attack: ${summary}`)
+      t.diagnostic(`${JSON.stringify(statuses)}; alice delivered after ${Math.round(waited)} ms; /healthz ${summary}`)
     })
 
     test('with every delivery slot held by its tarpit receiver: another account is delivered within one attempt timeout', async () => {
       // Four slots in the process, four per account: mallory's tarpit takes them all, as four accounts' tarpits take
       // the default sixteen. A slot frees only when an attempt times out.
-      const timeoutMs = 2000
-      const { mallory, alice, subscribe, createPlant } = await serve({
+      const timeoutMs = 4000
+      const { server, mallory, alice, subscribe, createPlant } = await serve({
         PLANTSTORE_WEBHOOK_CONCURRENCY: '4',
         PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: '4',
         PLANTSTORE_WEBHOOK_TIMEOUT_MS: String(timeoutMs),
@@ -174,16 +190,21 @@ for (const backend of backends) {
         assert.equal(await subscribe(alice, healthy.url), 201)
         assert.equal(await createPlant(mallory, 1), 200)
         await tarpit.waitFor(4)
-        await sleep(300)
-        assert.equal(tarpit.received.length, 4, 'four attempts of mallory in flight, no more')
-        const sent = performance.now()
         assert.equal(await createPlant(alice, 1), 200)
-        await healthy.waitFor(1, 15_000)
-        const waited = performance.now() - sent
-        // The first slot to free goes to alice, who holds none, before mallory's six older ready subscriptions: one
-        // timeout at most. Without that, she waited for two rounds of mallory's (two timeouts). The second of margin
-        // covers a poll, a commit and a loaded CI machine.
-        assert.ok(waited < timeoutMs + 1000, `alice waited ${Math.round(waited)} ms`)
+        await healthy.waitFor(1, 30_000)
+        // Counted, not timed: the first slot to free goes to alice, who holds none, before mallory's six older ready
+        // subscriptions, and the other three of the first round to mallory. Without that, she waited for a second
+        // round of mallory's (eight attempts), a whole timeout later: that is the margin for her own claim and POST.
+        const mallorys = tarpit.received.length
+        assert.ok(mallorys < 8, `alice was delivered after ${mallorys} attempts of mallory`)
+        // Four attempts of mallory in flight, no more: her fifth took a slot that an attempt freed by timing out,
+        // counted as a retry before the slot was claimed again.
+        await tarpit.waitFor(5)
+        assert.match(
+          (await http(server.baseUrl, 'GET', '/metrics')).text,
+          /^plantstore_webhook_deliveries_total\{outcome="retry"\} [1-9]/m,
+          'a fifth attempt of mallory before any of the first four timed out',
+        )
       } finally {
         await Promise.all([tarpit.close(), healthy.close()])
       }

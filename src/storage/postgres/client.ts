@@ -1,4 +1,5 @@
 import postgres from 'postgres'
+import { hostRotation, type PoolSockets } from './hosts.js'
 
 /** The pool, with int8 read and written as bigint. */
 export type Sql = postgres.Sql<{ bigint: bigint }>
@@ -26,6 +27,37 @@ export function reconnectDelaySeconds(failures: number): number {
   return Math.min(0.01 * 2 ** failures, 0.5) * (0.5 + Math.random() / 2)
 }
 
+/**
+ * The `target_session_attrs` to hand the client for the one a URL (or PGTARGETSESSIONATTRS) asks for. postgres.js
+ * 3.4.9 takes `read-write` to mean "default_transaction_read_only is off", which a hot standby of PostgreSQL 14 or
+ * later also reports (it refuses writes through in_hot_standby instead): with a multi-host URL, a connection that
+ * reached the standby stayed there and every write on it failed (25006), even with the primary up. `primary` checks
+ * in_hot_standby, as libpq's read-write does; not libpq's other half, a primary set default_transaction_read_only,
+ * whose writes then answer 503 (25006) rather than go to another host.
+ */
+export function sessionAttributes(url: string): 'primary' | undefined {
+  const asked =
+    new URLSearchParams(url.split('?')[1] ?? '').get('target_session_attrs') ?? process.env.PGTARGETSESSIONATTRS
+  return asked === 'read-write' ? 'primary' : undefined
+}
+
+/** How each pool over several hosts tells its rotation that it is ending (see endPool). */
+const poolEnds = new WeakMap<Sql, () => void>()
+
+/** For a URL naming several hosts: the client dials them through a HostRotation (see there why), given only the first. */
+function hostsOf(url: string): (PoolSockets & { host: string; port: number }) | undefined {
+  const rotation = hostRotation(url)
+  if (rotation === undefined) return undefined
+  return { ...rotation.first, ...rotation.forPool() }
+}
+
+/** Ends a pool from connect(), dropping a connection that does not say goodbye within `timeout` seconds. */
+export async function endPool(sql: Sql, timeout = 1): Promise<void> {
+  // Before the client closes its sockets: their closes are the pool's, not a host refusing it.
+  poolEnds.get(sql)?.()
+  await sql.end({ timeout })
+}
+
 /** How long a statement waits for a lock before failing with 55P03 (answered 503). */
 export const LOCK_TIMEOUT_MS = 5000
 
@@ -38,12 +70,23 @@ export const LOCK_TIMEOUT_MS = 5000
  * for it, so later statements of other requests run inside that transaction, answered and never committed
  * (porsager/postgres#1189); a statement sent on a held connection that closed throws from a timer and ends the
  * process (#1208); a held connection can be lost to the pool, or a wait for one never end, after a connection drops
- * (#1195). A single statement is atomic by itself and uses none of that.
+ * (#1195). A single statement is atomic by itself and uses none of that. `lifetime` overrides the client's
+ * default max_lifetime (a connection replaced after 30 to 60 minutes), for one that must outlive it.
  */
-export function connect(url: string, poolSize: number, settings: Record<string, string> = {}): Sql {
-  return postgres(url, {
+export function connect(
+  url: string,
+  poolSize: number,
+  settings: Record<string, string> = {},
+  lifetime: Pick<postgres.Options<Record<string, never>>, 'max_lifetime'> = {},
+): Sql {
+  const hosts = hostsOf(url)
+  const sql = postgres(url, {
+    ...lifetime,
+    // The socket option is read by the client but missing from its type definitions, hence the spread.
+    ...(hosts && { host: hosts.host, port: hosts.port, socket: hosts.socket }),
     max: poolSize,
     ...ONE_QUERY_PER_CONNECTION,
+    target_session_attrs: sessionAttributes(url),
     // Fail a request with 503 within seconds when the server is unreachable, instead of the 30 s default.
     connect_timeout: 5,
     backoff: reconnectDelaySeconds,
@@ -57,4 +100,6 @@ export function connect(url: string, poolSize: number, settings: Record<string, 
     // default of waiting forever. The URL's query string may set another value.
     connection: { application_name: 'plantstore', lock_timeout: LOCK_TIMEOUT_MS, ...settings },
   })
+  if (hosts) poolEnds.set(sql, hosts.ending)
+  return sql
 }

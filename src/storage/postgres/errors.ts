@@ -29,12 +29,49 @@ export function isUnavailable(err: unknown): boolean {
   return typeof code === 'string' && (CONNECTION_CODES.has(code) || UNAVAILABLE_STATE.test(code))
 }
 
-/** Awaits `work`, turning database-unavailable errors into StorageUnavailableError. */
+/**
+ * True for an error postgres.js 3.4.9 gave a statement it never sent. A backend that ends while a statement runs
+ * sends a FATAL and closes: the running statement is rejected with CONNECTION_CLOSED (or ECONNRESET), but the
+ * client keeps the FATAL and rejects the first statement of the next connection it opens in that slot with it,
+ * before sending it (porsager/postgres#1215). A FATAL otherwise reaches only a statement whose connection failed to
+ * start. So a statement rejected with a FATAL did not run (test/storage/postgres/pool.test.ts checks both halves).
+ */
+function neverSent(err: unknown): boolean {
+  return (err as { severity?: unknown }).severity === 'FATAL'
+}
+
+/**
+ * Awaits `work`, turning database-unavailable errors into StorageUnavailableError. Work whose statement was
+ * rejected unsent (see neverSent) runs once more, from its start: otherwise the first write after a reconnection
+ * would fail with 503 though the database is back. Each guarded work is one statement, or steps that read what an
+ * earlier run left (a plant's create), so running it again changes nothing that its first run did.
+ */
 export async function guard<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work()
-  } catch (err) {
-    if (isUnavailable(err)) throw new StorageUnavailableError(err)
-    throw err
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work()
+    } catch (err) {
+      if (attempt === 1 && neverSent(err)) continue
+      if (isUnavailable(err)) throw new StorageUnavailableError(err)
+      throw err
+    }
+  }
+}
+
+const DEADLOCK = '40P01'
+// Enough for the cycles a plant write can close (its count stripe and its plant, with one other writer each).
+const DEADLOCK_RETRIES = 3
+
+/**
+ * Runs one statement, and runs it again when PostgreSQL ended it to break a deadlock (as its manual asks of
+ * clients). A statement of its own is its own transaction, so the one ended left nothing behind.
+ */
+export async function retryingDeadlocks<T>(statement: () => PromiseLike<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await statement()
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== DEADLOCK || attempt === DEADLOCK_RETRIES) throw err
+    }
   }
 }

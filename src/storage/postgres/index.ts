@@ -1,8 +1,8 @@
 import { migrateOrCheck } from '../schema.js'
 import { NO_LIMITS, type OpenOptions, type Storage } from '../types.js'
-import { connect } from './client.js'
-import { guard } from './errors.js'
+import { connect, endPool } from './client.js'
 import { PostgresHealth } from './health.js'
+import { hostRotation, onEachHost } from './hosts.js'
 import { migrate, pendingMigrations } from './migrations.js'
 import { PostgresPlants } from './plants.js'
 import { PostgresTokens } from './tokens.js'
@@ -16,11 +16,11 @@ export async function open(url: string, options: OpenOptions): Promise<Storage> 
   const sql = connect(url, options.poolSize ?? 10)
   let migrationsApplied: number[]
   try {
-    migrationsApplied = await guard(() =>
+    migrationsApplied = await onEachHost(hostRotation(url), () =>
       migrateOrCheck(options.migrate, { apply: () => migrate(sql), pending: () => pendingMigrations(sql) }),
     )
   } catch (err) {
-    await sql.end({ timeout: 1 })
+    await endPool(sql)
     throw err
   }
   const limits = options.limits ?? NO_LIMITS
@@ -32,6 +32,6 @@ export async function open(url: string, options: OpenOptions): Promise<Storage> 
     migrationsApplied,
     // Requests have finished when storage closes (the app closes first), so a connection that does not say
     // goodbye within a second is dropped: one that died in an outage otherwise holds shutdown for long.
-    close: () => sql.end({ timeout: 1 }),
+    close: () => endPool(sql),
   }
 }

@@ -143,6 +143,30 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       UPDATE accounts a SET tokens = (SELECT count(*) FROM tokens t WHERE t.account_id = a.id AND t.revoked_at IS NULL);
     `,
   },
+  {
+    version: 7,
+    // Token lineage: the id of the token that made a token over HTTP; existing tokens had no maker (null). No foreign
+    // key: deleting a maker keeps the rows it made (revoked) with its id, so a listing still names it. The index
+    // finds what a token made when it is revoked or deleted.
+    sql: `
+      ALTER TABLE tokens ADD COLUMN created_by text;
+      CREATE INDEX tokens_by_maker ON tokens (created_by) WHERE created_by IS NOT NULL;
+    `,
+  },
+  {
+    version: 8,
+    // The plants quota is held per stripe of plant_counts, each stripe up to its share of the quota (plants.ts), so
+    // that creates racing on several instances cannot pass it. Each account's count is recomputed and spread evenly
+    // over the 16 stripes (PLANT_COUNT_STRIPES), which puts no stripe over its share while the account is within
+    // its quota.
+    sql: `
+      DELETE FROM plant_counts;
+      INSERT INTO plant_counts (account_id, stripe, plants)
+        SELECT c.account_id, s.stripe::smallint, c.n / 16 + CASE WHEN s.stripe < c.n % 16 THEN 1 ELSE 0 END
+        FROM (SELECT account_id, count(*) AS n FROM plants GROUP BY account_id) c
+        CROSS JOIN generate_series(0, 15) AS s (stripe);
+    `,
+  },
 ]
 
 // An arbitrary constant ("plantsto" in ASCII): every plantstore migrator takes the same lock.

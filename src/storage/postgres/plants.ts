@@ -10,20 +10,35 @@ import {
   type StoredPlant,
 } from '../types.js'
 import type { Query, Sql } from './client.js'
-import { guard } from './errors.js'
+import { guard, retryingDeadlocks } from './errors.js'
 import { queueEvent } from './webhooks.js'
 
 /**
  * Rows each account's plant count is spread over: concurrent creates of one account update a random one each, so
  * they rarely queue on the same row lock (one row would serialise an account's writes at one commit at a time).
+ * Migration 8 spreads existing counts evenly over this many stripes: change both together.
  */
-const PLANT_COUNT_STRIPES = 16
+export const PLANT_COUNT_STRIPES = 16
 
 const randomStripe = () => Math.floor(Math.random() * PLANT_COUNT_STRIPES)
 
-/** The number of plants the account holds: the sum of its stripes. */
-const plantCount = (sql: Query, accountId: number) =>
-  sql`(SELECT coalesce(sum(plants), 0) FROM plant_counts WHERE account_id = ${accountId})`
+/**
+ * The plants quota split over the stripes, so that each stripe's share can be held exactly: stripe `s` may count
+ * up to its share, and the shares add up to the quota. A quota lowered under what some stripes already count lets
+ * the others still fill to their new shares: over it by at most the plants held then.
+ */
+const shareOf = (quota: number, stripe: number) =>
+  Math.floor(quota / PLANT_COUNT_STRIPES) + (stripe < quota % PLANT_COUNT_STRIPES ? 1 : 0)
+
+/** A stripe with room for one more plant, given each stripe's count; undefined when every one is at its share. */
+function stripeWithRoom(quota: number, counts: Map<number, number>): number | undefined {
+  if (quota === 0) return randomStripe()
+  const open = []
+  for (let stripe = 0; stripe < PLANT_COUNT_STRIPES; stripe++) {
+    if ((counts.get(stripe) ?? 0) < shareOf(quota, stripe)) open.push(stripe)
+  }
+  return open[Math.floor(Math.random() * open.length)]
+}
 
 /** A CTE adding `delta` to one stripe of the account's plant count for each row of `changed`. */
 const countPlants = (sql: Query, accountId: number, delta: 1 | -1) =>
@@ -31,8 +46,10 @@ const countPlants = (sql: Query, accountId: number, delta: 1 | -1) =>
     SELECT ${accountId}, ${randomStripe()}, ${delta}::bigint FROM changed
     ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants)`
 
-// Retries of a create that lost a race with a delete; contention that outlasts them is answered 503.
-const MAX_ATTEMPTS = 10
+const UNIQUE_VIOLATION = '23505'
+// Retries of a create whose stripe filled, or whose plant was deleted, between its statements: each follows a
+// stripe filling up (at most PLANT_COUNT_STRIPES until a delete) or a racing delete. Beyond them, 503.
+const MAX_ATTEMPTS = 2 * PLANT_COUNT_STRIPES
 
 /** Plants on PostgreSQL: each change one statement, with its count and its event. */
 export class PostgresPlants implements PlantStore {
@@ -44,31 +61,49 @@ export class PostgresPlants implements PlantStore {
     this.#limits = limits
   }
 
+  /**
+   * The quota holds exactly on any number of instances: a create first raises one stripe of the account's count,
+   * only while that stripe is under its share of the quota, and inserts the plant only if it did. ON CONFLICT's
+   * WHERE is checked on the stripe as committed, once its lock is had, so creates racing for the last room cannot
+   * all take it. The plant's insert has no ON CONFLICT: an equal id committed meanwhile fails the whole statement
+   * (23505), its count raise included, and the create reads what is there.
+   */
   async create(accountId: number, plant: StoredPlant, event: EventOf<StoredPlant>): Promise<CreateOutcome> {
     const sql = this.#sql
     const quota = this.#limits.plantsPerAccount
-    // The quota is read in the insert itself. Creates racing at the quota each see the count without the others,
-    // so together they may pass it by at most their number (the connections writing to this account at once).
-    const room = quota === 0 ? sql`true` : sql`${plantCount(sql, accountId)} < ${quota}`
     const queue = queueEvent(sql, accountId, event(plant), this.#limits.queuedPerSubscription)
     return guard(async () => {
-      // A delete can slip between the two statements; then the id is free again and the insert is retried.
-      for (let attempt = 1; ; attempt++) {
-        const [inserted] = await sql<{ n: number }[]>`WITH changed AS (INSERT INTO plants (account_id, id, name, tag)
-          SELECT ${accountId}, ${plant.id}, ${plant.name}, ${plant.tag} WHERE ${room}
-          ON CONFLICT DO NOTHING RETURNING id),
-          ${countPlants(sql, accountId, 1)}, ${queue} SELECT count(*)::int AS n FROM changed`
-        if (inserted!.n === 1) return 'created'
-        const [existing] = await sql<{ name: string | null; tag: string | null; used: bigint }[]>`SELECT p.name, p.tag,
-          ${plantCount(sql, accountId)}::bigint AS used
-          FROM (SELECT 1) one LEFT JOIN plants p ON p.account_id = ${accountId} AND p.id = ${plant.id}`
-        if (existing!.name === null && quota > 0 && existing!.used >= BigInt(quota)) {
-          throw new QuotaExceededError('plants', quota)
+      let stripe: number | undefined = stripeWithRoom(quota, new Map())
+      for (let attempt = 1; stripe !== undefined && attempt <= MAX_ATTEMPTS; attempt++) {
+        const [raised, share] = [stripe, quota === 0 ? 0 : shareOf(quota, stripe)]
+        try {
+          const [inserted] = await retryingDeadlocks(
+            () => sql<{ n: number }[]>`WITH counted AS (
+              INSERT INTO plant_counts (account_id, stripe, plants) SELECT ${accountId}, ${raised}, 1
+                WHERE NOT EXISTS (SELECT 1 FROM plants WHERE account_id = ${accountId} AND id = ${plant.id})
+              ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + 1
+                WHERE ${quota}::int = 0 OR plant_counts.plants < ${share}::bigint
+              RETURNING account_id),
+            changed AS (INSERT INTO plants (account_id, id, name, tag)
+              SELECT account_id, ${plant.id}, ${plant.name}, ${plant.tag} FROM counted RETURNING id),
+            ${queue} SELECT count(*)::int AS n FROM changed`,
+          )
+          if (inserted!.n === 1) return 'created'
+        } catch (err) {
+          if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err
         }
-        if (existing!.name === null && attempt < MAX_ATTEMPTS) continue
-        if (existing!.name === null) throw new StorageUnavailableError(new Error('plant kept vanishing during create'))
-        return existing!.name === plant.name && existing!.tag === plant.tag ? 'identical' : 'conflict'
+        const [existing] = await sql<{ name: string | null; tag: string | null; stripes: string | null }[]>`SELECT
+          p.name, p.tag, (SELECT string_agg(stripe || ':' || plants, ',') FROM plant_counts
+            WHERE account_id = ${accountId}) AS stripes
+          FROM (SELECT 1) one LEFT JOIN plants p ON p.account_id = ${accountId} AND p.id = ${plant.id}`
+        if (existing!.name !== null) {
+          return existing!.name === plant.name && existing!.tag === plant.tag ? 'identical' : 'conflict'
+        }
+        const counts = (existing!.stripes ?? '').split(',').filter(Boolean)
+        stripe = stripeWithRoom(quota, new Map(counts.map((entry) => entry.split(':').map(Number) as [number, number])))
       }
+      if (stripe === undefined) throw new QuotaExceededError('plants', quota)
+      throw new StorageUnavailableError(new Error('the plant count kept changing during create'))
     })
   }
 
@@ -99,9 +134,11 @@ export class PostgresPlants implements PlantStore {
   async delete(accountId: number, id: bigint, event: EventOf<bigint>): Promise<boolean> {
     const sql = this.#sql
     const queue = queueEvent(sql, accountId, event(id), this.#limits.queuedPerSubscription)
-    const [deleted] = await guard(
-      () => sql<{ n: number }[]>`WITH changed AS (DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}
-        RETURNING id), ${countPlants(sql, accountId, -1)}, ${queue} SELECT count(*)::int AS n FROM changed`,
+    const [deleted] = await guard(() =>
+      retryingDeadlocks(
+        () => sql<{ n: number }[]>`WITH changed AS (DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}
+          RETURNING id), ${countPlants(sql, accountId, -1)}, ${queue} SELECT count(*)::int AS n FROM changed`,
+      ),
     )
     return deleted!.n === 1
   }

@@ -136,6 +136,25 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       CREATE INDEX tokens_by_account ON tokens (account_id);
     `,
   },
+  {
+    version: 7,
+    // Token lineage: the id of the token that made a token over HTTP; existing tokens had no maker (null). No foreign
+    // key: deleting a maker keeps the rows it made (revoked) with its id, so a listing still names it. The index
+    // finds what a token made when it is revoked or deleted.
+    sql: `
+      ALTER TABLE tokens ADD COLUMN created_by TEXT;
+      CREATE INDEX tokens_by_maker ON tokens (created_by) WHERE created_by IS NOT NULL;
+    `,
+  },
+  {
+    version: 8,
+    // PostgreSQL's 8 holds the plants quota per stripe of its counts. Here one writer at a time checks the count in
+    // the insert, so the quota is exact already: the counts are only recomputed, as PostgreSQL's are.
+    sql: `
+      DELETE FROM plant_counts;
+      INSERT INTO plant_counts (account_id, stripe, plants) SELECT account_id, 0, count(*) FROM plants GROUP BY account_id;
+    `,
+  },
 ]
 
 /** Versions this release needs that the database lacks. */

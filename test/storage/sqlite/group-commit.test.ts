@@ -138,6 +138,7 @@ describe('SQLite group commit', () => {
       scopes: [],
       label: null,
       expiresAt: null,
+      createdBy: null,
     })
     const created = storage.plants.create(token.accountId, { id: 7n, name: 'kept', tag: null }, plantCreated)
     await storage.close()

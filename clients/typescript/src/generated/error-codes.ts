@@ -22,9 +22,11 @@ export const ErrorCode = {
   rateLimited: 42901,
   tooManyInFlight: 42902,
   tooManyConnections: 42903,
+  tooManyPageRows: 42904,
   headersTooLarge: 43101,
   internal: 50001,
   unavailable: 50301,
   shuttingDown: 50302,
   atCapacity: 50303,
+  serverPagesBusy: 50304,
 } as const

@@ -50,7 +50,7 @@ export interface paths {
     }
     /**
      * List plants
-     * @description Returns the plants of the caller's account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page.
+     * @description Returns the plants of the caller's account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page. Each page counts as `limit` rows while it is made and sent: an account with too many rows of pages in progress at once (clients reading them slowly) gets 429 (42904), an instance with too many over all accounts 503 (50304), both with `Retry-After`.
      */
     get: operations['listPlants']
     put?: never
@@ -100,7 +100,7 @@ export interface paths {
     put?: never
     /**
      * Make a token for your own account
-     * @description A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. An account holding 100 tokens not revoked gets 409 (40902).
+     * @description A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. The new token records the calling token as its maker (`createdBy`) and ends with it: revoking or deleting the calling token, or its expiry, ends the tokens it made, and theirs in turn, within 2 seconds; a calling token revoked or deleted meanwhile gets 401 at once. A token made by a calling token already 32 makers away from a token made otherwise (the CLI, a first start, a JWT) is stored, and counts for the quota until deleted, but never works: authentication refuses a lineage longer than 32 (401). An account holding 100 tokens not revoked gets 409 (40902).
      */
     post: operations['createToken']
     delete?: never
@@ -121,7 +121,7 @@ export interface paths {
     post?: never
     /**
      * Delete one of your tokens
-     * @description The token stops working within 2 seconds on every instance (the time a verified token is trusted without asking the database again). 404 when the account has no such token; 403 for one with a scope the caller lacks.
+     * @description The token stops working within 2 seconds on every instance (the time a verified token is trusted without asking the database again), and so does every token it made, and theirs in turn: they are kept, revoked. 404 when the account has no such token; 403 for one with a scope the caller lacks.
      */
     delete: operations['deleteToken']
     options?: never
@@ -329,11 +329,13 @@ export interface components {
         | 42901
         | 42902
         | 42903
+        | 42904
         | 43101
         | 50001
         | 50301
         | 50302
         | 50303
+        | 50304
       /** @description What was wrong, and where */
       message: string
     }
@@ -416,7 +418,8 @@ export interface components {
      *       "label": "dashboard",
      *       "createdAt": "2026-11-25T09:30:00.000Z",
      *       "expiresAt": "2027-02-23T09:30:00.000Z",
-     *       "revokedAt": null
+     *       "revokedAt": null,
+     *       "createdBy": "tok_fedcba9876543210"
      *     }
      */
     Token: {
@@ -432,6 +435,8 @@ export interface components {
       expiresAt: string | null
       /** @description When it was revoked; null while not revoked */
       revokedAt: string | null
+      /** @description The id of the token that made it with POST /tokens; null for a token made with the CLI, at first start or by a JWT caller. Revoking, deleting or the expiry of that token ends this one too. */
+      createdBy: string | null
     }
   }
   responses: never
@@ -579,10 +584,10 @@ export interface operations {
           'application/json': components['schemas']['Error']
         }
       }
-      /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
+      /** @description Error. `error` is one of: 42904: The account's pages in progress (rows, counted by `limit`) are at its bound; read them, or retry shortly; 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -599,7 +604,7 @@ export interface operations {
           'application/json': components['schemas']['Error']
         }
       }
-      /** @description Error. `error` is one of: 50301: The storage is unavailable; retry later; 50303: This instance has as many open connections as it takes; the connection is closed, retry shortly; 50302: This instance is shutting down; retry on another */
+      /** @description Error. `error` is one of: 50304: This instance has as many rows of pages in progress as it takes, over all accounts; retry shortly; 50301: The storage is unavailable; retry later; 50303: This instance has as many open connections as it takes; the connection is closed, retry shortly; 50302: This instance is shutting down; retry on another */
       503: {
         headers: {
           /** @description Seconds to wait before retrying */
@@ -714,7 +719,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -806,7 +811,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -888,7 +893,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -966,6 +971,7 @@ export interface operations {
            *       "createdAt": "2026-11-25T09:30:00.000Z",
            *       "expiresAt": "2027-02-23T09:30:00.000Z",
            *       "revokedAt": null,
+           *       "createdBy": "tok_fedcba9876543210",
            *       "secret": "pst_p35GU7Ptfdzo6RkvB--DwIzMSeco5h2RYf7TPCXP_GU"
            *     }
            */
@@ -982,6 +988,8 @@ export interface operations {
             expiresAt: string | null
             /** @description When it was revoked; null while not revoked */
             revokedAt: string | null
+            /** @description The id of the token that made it with POST /tokens; null for a token made with the CLI, at first start or by a JWT caller. Revoking, deleting or the expiry of that token ends this one too. */
+            createdBy: string | null
             /** @description The bearer secret; shown only in this answer */
             secret: string
           }
@@ -1050,7 +1058,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -1142,7 +1150,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -1224,7 +1232,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -1391,7 +1399,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -1483,7 +1491,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }
@@ -1577,7 +1585,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
           [name: string]: unknown
         }

@@ -1,0 +1,212 @@
+import type { FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify'
+import { callerOf } from '../auth/bearer.js'
+import type { PageBudgetLimits } from '../config.js'
+import { ApiError } from '../errors.js'
+import { lingerOnClose } from './lingering-close.js'
+
+/** Which bound refused a page: the caller's account's, or the whole process's. */
+export type PageBudgetBound = 'account' | 'process'
+
+/** Seconds a refused caller is told to wait: pages in progress leave within a few writes to a client that reads. */
+const RETRY_AFTER_SECONDS = 1
+
+/**
+ * How long a page kept out by the budget may wait for rows to be given back before it is refused. Rows come back as
+ * soon as a page is handed to the socket (a database query, the write of a page to a client that reads): an honest
+ * client asking for pages in parallel, or for its next page right after its last, waits that long at most. A client
+ * that reads slowly keeps its rows, and its further pages are refused once this is over.
+ */
+export const MOST_WAIT_MS = 1000
+
+/**
+ * Pages of one account that may wait at once; one more is refused at once. Enough for an honest client's parallel
+ * pages; few enough that an account pipelining hundreds of pages has most refused rather than all made one after
+ * another (with 32, big-page-fairness.test.ts's attacker had nearly every page made, and the other account's p99
+ * doubled).
+ */
+export const MOST_WAITING_PER_ACCOUNT = 8
+
+/** A page waiting for rows: `retry` tries to take them again. */
+export interface Waiter {
+  account: number
+  retry: () => void
+}
+
+/**
+ * Rows of pages in progress, per account and in all: the rows a page may hold (its `limit`, not yet known how many
+ * it will hold) from the moment its handler starts until the event loop's turn after its answer has been handed to
+ * the socket (see pageBudgetHook).
+ */
+export class PageBudget {
+  readonly limits: PageBudgetLimits
+  readonly #accounts = new Map<number, number>()
+  #total = 0
+  /** Pages waiting for rows, in the order they came; each tries again whenever rows are given back. */
+  readonly #waiters = new Set<Waiter>()
+  readonly #waiting = new Map<number, number>()
+
+  constructor(limits: PageBudgetLimits) {
+    this.limits = limits
+  }
+
+  /** Takes `rows` for `account` and returns undefined; or, taking nothing, the bound they would pass. */
+  take(account: number, rows: number): PageBudgetBound | undefined {
+    const held = this.#accounts.get(account) ?? 0
+    // The account's bound first: past it, the refusal is the caller's own doing (429), whatever others hold.
+    if (held + rows > this.limits.perAccount) return 'account'
+    if (this.#total + rows > this.limits.perProcess) return 'process'
+    this.#accounts.set(account, held + rows)
+    this.#total += rows
+    return undefined
+  }
+
+  /** Gives back rows a page held, and lets every waiting page try again, in the order they came. */
+  giveBack(account: number, rows: number): void {
+    const held = this.#accounts.get(account)
+    if (held === undefined) return
+    if (held === rows) this.#accounts.delete(account)
+    else this.#accounts.set(account, held - rows)
+    this.#total -= rows
+    const waiters = [...this.#waiters]
+    for (const waiter of waiters) this.cancel(waiter)
+    for (const waiter of waiters) waiter.retry()
+  }
+
+  /**
+   * Queues `retry` for the next time rows are given back; undefined, queuing nothing, when MOST_WAITING_PER_ACCOUNT
+   * of the account's pages wait already.
+   */
+  wait(account: number, retry: () => void): Waiter | undefined {
+    const waiting = this.#waiting.get(account) ?? 0
+    if (waiting >= MOST_WAITING_PER_ACCOUNT) return undefined
+    const waiter = { account, retry }
+    this.#waiters.add(waiter)
+    this.#waiting.set(account, waiting + 1)
+    return waiter
+  }
+
+  /** Takes a waiting page out of the queue (it is refused, or about to try again). */
+  cancel(waiter: Waiter): void {
+    if (!this.#waiters.delete(waiter)) return
+    const waiting = this.#waiting.get(waiter.account)! - 1
+    if (waiting === 0) this.#waiting.delete(waiter.account)
+    else this.#waiting.set(waiter.account, waiting)
+  }
+
+  /** Pages waiting for rows: the account's, or all of them. */
+  waiting(account?: number): number {
+    return account === undefined ? this.#waiters.size : (this.#waiting.get(account) ?? 0)
+  }
+
+  /** Rows in progress: the account's, or all of them. */
+  inProgress(account?: number): number {
+    return account === undefined ? this.#total : (this.#accounts.get(account) ?? 0)
+  }
+}
+
+function refusal(bound: PageBudgetBound, rows: number, limits: PageBudgetLimits): ApiError {
+  const headers = { 'retry-after': String(RETRY_AFTER_SECONDS) }
+  if (bound === 'account') {
+    return new ApiError(
+      'tooManyPageRows',
+      `a page of ${rows} rows would take the account's pages in progress past ${limits.perAccount} rows; read the pages already sent, or retry in ${RETRY_AFTER_SECONDS} second`,
+      headers,
+    )
+  }
+  return new ApiError(
+    'serverPagesBusy',
+    `this instance has ${limits.perProcess} rows of pages in progress; retry in ${RETRY_AFTER_SECONDS} second or on another instance`,
+    headers,
+  )
+}
+
+/**
+ * A preHandler for a route that answers pages: holds `rowsOf(request)` rows of the budget for the caller's account
+ * from here (the last hook before the handler, after the pipelining limit has let the request's turn come) until the
+ * answer is handed to the socket (`finish`) or can no longer be (`close` of the answer or of its connection, as a
+ * client that goes away causes), whichever comes first, and then one turn of the event loop more. A page kept out by
+ * the budget waits for rows to come back, up to `maxWaitMs` (and MOST_WAITING_PER_ACCOUNT pages of one account);
+ * then it is refused, with `Retry-After` and `Connection: close`.
+ *
+ * Why it keeps accounts apart: a handler makes its whole page at once (on SQLite synchronously), and Node serves the
+ * requests that arrived together one after another. Without a bound, one account's hundreds of connections each had a
+ * page made in one go, and every other account's request waited for all of them (seconds). With it, one account makes
+ * at most its bound's worth of pages per turn of the event loop (see `release`), and a client that reads slowly keeps
+ * its pages in progress, so its further pages wait and are refused, not made.
+ */
+export function pageBudgetHook(
+  budget: PageBudget,
+  rowsOf: (request: FastifyRequest) => number,
+  onRefused?: (bound: PageBudgetBound) => void,
+  maxWaitMs = MOST_WAIT_MS,
+): preHandlerHookHandler {
+  const hold = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void, since: number) => {
+    if (droppedWhenGone(reply, done)) return
+    const socket = request.raw.socket
+    const account = callerOf(request).accountId
+    const rows = rowsOf(request)
+    const refused = budget.take(account, rows)
+    if (refused === undefined) {
+      holdUntilAnswered(budget, account, rows, reply)
+      return done()
+    }
+    // A page larger than the bound itself would wait in vain.
+    const mayFit = rows <= Math.min(budget.limits.perAccount, budget.limits.perProcess)
+    const left = since + maxWaitMs - Date.now()
+    const waiter = mayFit && left > 0 ? budget.wait(account, () => retry()) : undefined
+    const timer = waiter && setTimeout(() => refuse(), left)
+    const retry = () => {
+      clearTimeout(timer)
+      hold(request, reply, done, since)
+    }
+    const refuse = () => {
+      if (waiter) budget.cancel(waiter)
+      if (droppedWhenGone(reply, done)) return
+      onRefused?.(refused)
+      // The connection ends after the refusal (lingering, so the answers before it still arrive): the pages a client
+      // pipelined behind it are dropped, not each made or refused in turn.
+      reply.header('connection', 'close')
+      lingerOnClose(socket)
+      done(refusal(refused, rows, budget.limits))
+    }
+    if (waiter === undefined) refuse()
+  }
+  return (request, reply, done) => hold(request, reply, done, Date.now())
+}
+
+/**
+ * Drops the request when no one is left to answer (the client left while the request waited its turn or for rows,
+ * or a refusal before it ended the connection): the page is not made, as the pipelining limit does; holding rows
+ * for it, a closed connection would never say when to give them back.
+ */
+function droppedWhenGone(reply: FastifyReply, done: () => void): boolean {
+  const socket = reply.request.raw.socket
+  if (!socket.destroyed && !socket.writableEnded) return false
+  reply.hijack()
+  done()
+  return true
+}
+
+/** Holds the rows taken for a page until its answer is handed over or can no longer be, and a turn more. */
+function holdUntilAnswered(budget: PageBudget, account: number, rows: number, reply: FastifyReply): void {
+  const response = reply.raw
+  const socket = reply.request.raw.socket
+  let held = true
+  const release = () => {
+    if (!held) return
+    held = false
+    response.off('finish', release)
+    response.off('close', release)
+    socket.off('close', release)
+    // Given back on the event loop's next turn, not at once: the kernel takes a whole page from a connection that
+    // has room at once, so a page may be made and handed over within one turn, and then the bound would not limit
+    // how many pages one account's connections have made in a turn while everyone else's requests wait for the
+    // next.
+    setImmediate(() => budget.giveBack(account, rows))
+  }
+  response.once('finish', release)
+  response.once('close', release)
+  // Node 20 and 22 close only the answer being written when a connection goes: one waiting behind it would never
+  // say so itself.
+  socket.once('close', release)
+}
