@@ -4,17 +4,9 @@
  * claims during the runs.
  */
 import { addCounts, quantileBound } from './claims.js'
-import type { ReportContext } from './report.js'
-import { errorText, int, ms, pct, ratio, rowFor, spread, type Measurement } from './report-rows.js'
+import { errorText, int, ms, pct, ratio, rowFor, spread, type Measurement, type ReportContext } from './report-rows.js'
 import { BACKLOG_TARGET, backlogText, type Scenario } from './scenarios.js'
 import { median } from './stats.js'
-
-/** A backend's twin services, by their report labels. */
-export interface TwinPair {
-  backend: string
-  without: string
-  with: string
-}
 
 /** One backend's twins in one scenario: with the backlog over without, per round. */
 interface TwinRatios {

@@ -4,11 +4,44 @@
  */
 import type { DispatcherCounts } from './claims.js'
 import type { CoreShares } from './core-usage.js'
-import type { AccountKey } from './scenarios.js'
+import type { AccountKey, BenchSizes, Scenario } from './scenarios.js'
 import { max, median, min } from './stats.js'
 import type { WrkResult } from './wrk.js'
 
 export const REFERENCE = 'reference'
+
+/** A backend's twin services, by their report labels. */
+export interface TwinPair {
+  backend: string
+  without: string
+  with: string
+}
+
+export interface ReportContext {
+  date: Date
+  command: string
+  mode: string
+  machine: string
+  software: string
+  pinning: string
+  service: string
+  sizes: BenchSizes
+  scenarios: Scenario[]
+  /** Server labels in run order, reference first. */
+  servers: string[]
+  /** Each service's label → the label of the plain handler on the same backend and Node. */
+  plain: Record<string, string>
+  /** The backlog scenarios' twin services per backend (their labels are in `servers` too). */
+  twins: TwinPair[]
+  measurements: Measurement[]
+  /** How the databases were filled, a line each. */
+  seeding: string[]
+  notes: string[]
+  /** Failed checks other than error responses (writes acknowledged but not stored), a line each. */
+  problems: string[]
+  /** Sections of measurements made apart from the scenarios' rounds (bench/backup-load.ts), Markdown lines. */
+  sections: string[]
+}
 
 /** One measured (not warm-up) run. */
 export interface Measurement {

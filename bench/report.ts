@@ -1,11 +1,4 @@
-import {
-  backlogCell,
-  backlogSection,
-  backlogSummary,
-  backlogTarget,
-  twinLabels,
-  type TwinPair,
-} from './backlog-report.js'
+import { backlogCell, backlogSection, backlogSummary, backlogTarget, twinLabels } from './backlog-report.js'
 import {
   errorText,
   int,
@@ -18,50 +11,17 @@ import {
   rowFor,
   spread,
   type Measurement,
+  type ReportContext,
   type Row,
 } from './report-rows.js'
-import {
-  BACKLOG_TARGET,
-  backlogText,
-  count,
-  SIZE_TARGET,
-  type AccountKey,
-  type BenchSizes,
-  type Scenario,
-} from './scenarios.js'
+import { BACKLOG_TARGET, backlogText, count, SIZE_TARGET, type AccountKey, type Scenario } from './scenarios.js'
 import { max, median } from './stats.js'
 import type { Backend } from './databases.js'
 
-export { REFERENCE, type CoreReport, type Measurement } from './report-rows.js'
+export { REFERENCE, type CoreReport, type Measurement, type ReportContext } from './report-rows.js'
 
 /** Above this share of a core, other processes make a run's figures doubtful. */
 const BUSY_SHARE = 0.1
-
-export interface ReportContext {
-  date: Date
-  command: string
-  mode: string
-  machine: string
-  software: string
-  pinning: string
-  service: string
-  sizes: BenchSizes
-  scenarios: Scenario[]
-  /** Server labels in run order, reference first. */
-  servers: string[]
-  /** Each service's label → the label of the plain handler on the same backend and Node. */
-  plain: Record<string, string>
-  /** The backlog scenarios' twin services per backend (their labels are in `servers` too). */
-  twins: TwinPair[]
-  measurements: Measurement[]
-  /** How the databases were filled, a line each. */
-  seeding: string[]
-  notes: string[]
-  /** Failed checks other than error responses (writes acknowledged but not stored), a line each. */
-  problems: string[]
-  /** Sections of measurements made apart from the scenarios' rounds (bench/backup-load.ts), Markdown lines. */
-  sections: string[]
-}
 
 /** Size scenarios, one server: the large account over the small one, per round. */
 interface SizeRow {

@@ -21,7 +21,7 @@ import { encodeCursor } from '../src/routes/cursor.js'
 import { postgresVersion } from './postgres.js'
 import { errorLines, markdownReport, REFERENCE, textTable, type Measurement } from './report.js'
 import { newTarget, runScenario, runSeconds, type RoundsContext, type Target } from './rounds.js'
-import { prepareRuntimes, type Runtime } from './runtimes.js'
+import { prepareRuntimes } from './runtimes.js'
 import {
   ACCOUNT_NAMES,
   BACKLOG_SUBSCRIPTIONS,
@@ -42,6 +42,7 @@ import {
   startPlain,
   startReference,
   startService,
+  type Runtime,
   type ServerContext,
 } from './servers.js'
 import { measureTransfer, TRANSFER_PLANTS } from './transfer.js'

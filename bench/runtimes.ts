@@ -15,24 +15,11 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync,
 import { writeFileSync, symlinkSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { compileScript, REPO_DIR, type ServerContext } from './servers.js'
+import { compileScript, REPO_DIR, type Runtime, type ServerContext } from './servers.js'
 
 const run = promisify(execFile)
 const MODULES = path.join(REPO_DIR, 'node_modules')
 const CACHE = path.join(MODULES, '.cache', 'plantstore-bench')
-
-export interface Runtime {
-  /** The node binary. */
-  node: string
-  /** "v26.10.0". */
-  version: string
-  /** What labels its servers in a run of several binaries (" on Node 26"); empty when it is the only one. */
-  tag: string
-  /** The service's entry point run with this binary. */
-  serviceMain: string
-  /** The plain handler (bench/plain-server.ts) compiled where its packages resolve for this binary. */
-  plainServer: string
-}
 
 async function versionsOf(node: string): Promise<{ version: string; abi: string }> {
   try {

@@ -7,7 +7,6 @@ import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 import type { Cleanup } from './cleanup.js'
 import { pinned } from './machine.js'
-import type { Runtime } from './runtimes.js'
 
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
 export const REPO_DIR = path.dirname(BENCH_DIR)
@@ -46,6 +45,20 @@ export interface Server {
   url: string
   pid: number
   stop(): Promise<void>
+}
+
+/** A Node binary the servers run on (bench/runtimes.ts prepares one per `--node`). */
+export interface Runtime {
+  /** The node binary. */
+  node: string
+  /** "v26.10.0". */
+  version: string
+  /** What labels its servers in a run of several binaries (" on Node 26"); empty when it is the only one. */
+  tag: string
+  /** The service's entry point run with this binary. */
+  serviceMain: string
+  /** The plain handler (bench/plain-server.ts) compiled where its packages resolve for this binary. */
+  plainServer: string
 }
 
 /** What every server start needs from the harness. */

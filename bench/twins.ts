@@ -6,7 +6,7 @@
  * every other scenario's runs on the servers' core.
  */
 import { seedBacklog } from './backlog-seed.js'
-import type { TwinPair } from './backlog-report.js'
+import type { TwinPair } from './report-rows.js'
 import { bulkSeed, countPlants } from './bulk-seed.js'
 import { scrapeDispatcher, scrapeMetrics } from './claims.js'
 import { BACKENDS, freshDatabase, type Backend } from './databases.js'

@@ -6,7 +6,7 @@ import { keyUrlAllowed, looksLikeJwt } from './auth/jwt-shapes.js'
 import { RATE_PATTERN } from './limits/rate.js'
 import { redactUrl } from './redact.js'
 import { LIMIT_MAX } from './schemas/list-query.js'
-import type { StorageLimits } from './storage/types.js'
+import type { StorageLimits } from './storage/index.js'
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
 

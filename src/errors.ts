@@ -190,4 +190,4 @@ export class ApiError extends Error {
 }
 
 // Thrown by storage when the database cannot be reached or written; maps to 503.
-export { StorageUnavailableError } from './storage/types.js'
+export { StorageUnavailableError } from './storage/index.js'

@@ -54,16 +54,50 @@ const packageOf = (specifier: string) =>
     .slice(0, specifier.startsWith('@') ? 2 : 1)
     .join('/')
 
-const graph = new Map(sources(SRC).map((file) => [relative(SRC, file), importsOf(file)]))
+const graphOf = (dir: string) => new Map(sources(dir).map((file) => [relative(SRC, file), importsOf(file)]))
+const graph = graphOf(SRC)
+
+/** A loop of imports in `modules` (edges between them only, `import type` included), or undefined when none. */
+function findCircle(modules: Map<string, string[]>): string[] | undefined {
+  const state = new Map<string, 'open' | 'done'>()
+  const path: string[] = []
+  const visit = (module: string): string[] | undefined => {
+    if (state.get(module) === 'done') return undefined
+    if (state.get(module) === 'open') return [...path.slice(path.indexOf(module)), module]
+    state.set(module, 'open')
+    path.push(module)
+    for (const target of modules.get(module) ?? []) {
+      const circle = modules.has(target) ? visit(target) : undefined
+      if (circle) return circle
+    }
+    path.pop()
+    state.set(module, 'done')
+    return undefined
+  }
+  for (const module of modules.keys()) {
+    const circle = visit(module)
+    if (circle) return circle
+  }
+  return undefined
+}
+
+const targetsOf = (modules: Map<string, Import[]>) =>
+  new Map([...modules].map(([module, imports]) => [module, imports.map(({ target }) => target)]))
+
+/** `auth/jwt.ts` → `auth`, `config.ts` → `config.ts`: the folder (or lone file) a module belongs to. */
+const unitOf = (module: string) => module.split('/')[0]!
 
 /**
  * Layers, lowest first: a module may import from its own layer or lower ones, never higher. The house rule:
- * cli → server → app → routes and plugins → domain → storage.
+ * cli → server → app → routes and plugins → settings → schemas → domain → base → storage. The schemas (the API's
+ * shapes) are built from the domain's constants (scopes, event types); the domain never reads a schema.
  */
 const LAYERS: Array<[layer: string, modules: RegExp]> = [
   ['storage', /^storage\//],
-  ['base', /^(errors|native-addon|redact|version)\.ts$/],
-  ['domain', /^(auth|webhooks|limits|schemas)\/|^(config|configured-storage)\.ts$/],
+  ['base', /^(errors|native-addon|redact|text-rules|version)\.ts$/],
+  ['domain', /^(auth|webhooks|limits)\//],
+  ['schemas', /^schemas\//],
+  ['settings', /^(config|configured-storage)\.ts$/],
   ['http', /^(routes|plugins)\//],
   ['app', /^app\.ts$/],
   ['server', /^server\.ts$/],
@@ -110,6 +144,30 @@ describe('the import graph of src/', () => {
     assert.deepEqual(outward, [])
   })
 
+  test('has no circle of imports between its files, type imports included', () => {
+    assert.equal(findCircle(targetsOf(graph))?.join(' → '), undefined)
+  })
+
+  test('has no two folders importing each other, through however many others', () => {
+    const units = new Map<string, string[]>()
+    for (const [module, imports] of graph) {
+      const from = unitOf(module)
+      const targets = imports.map(({ target }) => target).filter((target) => graph.has(target))
+      const others = targets.map(unitOf).filter((unit) => unit !== from)
+      units.set(from, [...(units.get(from) ?? []), ...others])
+    }
+    assert.equal(findCircle(units)?.join(' → '), undefined)
+  })
+
+  test('reaches storage from outside it through its front door, storage/index.ts, alone', () => {
+    const around = [...graph]
+      .filter(([module]) => !module.startsWith('storage/'))
+      .flatMap(([module, imports]) => imports.map(({ target }) => [module, target]))
+      .filter(([, target]) => target!.startsWith('storage/') && target !== 'storage/index.ts')
+      .map(([module, target]) => `${module} → ${target}`)
+    assert.deepEqual(around, [])
+  })
+
   test('starts the CLI without the HTTP stack: only running serve loads server.ts, app.ts and Fastify', () => {
     const loaded = loadedBy('cli/main.ts')
     const http = [...loaded].filter(
@@ -128,6 +186,14 @@ describe('the import graph of src/', () => {
       )
     assert.deepEqual(reaching, [])
     assert.ok(loadedBy('cli/serve.ts').has('app.ts'), 'the graph follows imports: serve does load the app')
+  })
+})
+
+describe('the import graph of bench/', () => {
+  test('has no circle of imports between its files, type imports included', () => {
+    const bench = graphOf(join(REPO_ROOT, 'bench'))
+    assert.ok(bench.size > 10, 'the graph reads bench/')
+    assert.equal(findCircle(targetsOf(bench))?.join(' → '), undefined)
   })
 })
 

@@ -1,4 +1,4 @@
-import type { TokenStore } from '../storage/types.js'
+import type { TokenStore } from '../storage/index.js'
 
 const MAX_KNOWN = 10_000
 

@@ -1,5 +1,4 @@
-import type { Storage } from '../storage/index.js'
-import type { NewToken, TokenRecord } from '../storage/types.js'
+import type { NewToken, Storage, TokenRecord } from '../storage/index.js'
 import { DEFAULT_SCOPES, hashSecret, newTokenId, newTokenSecret } from './tokens.js'
 
 /** What a new token is for; every field but the account has a default. */

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { TokenStore } from '../storage/types.js'
+import type { TokenStore } from '../storage/index.js'
 import { AccountDirectory } from './accounts.js'
 import type { JwtAuth } from './bearer.js'
 import { KeySet, type KeySetOptions } from './jwks.js'

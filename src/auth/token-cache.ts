@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto'
-import type { StoredToken, TokenRecord, TokenStore } from '../storage/types.js'
+import type { StoredToken, TokenRecord, TokenStore } from '../storage/index.js'
 import { hashSecret } from './tokens.js'
 
 /** Why a presented secret was refused. */

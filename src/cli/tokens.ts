@@ -3,7 +3,7 @@ import { issueToken } from '../auth/issue-token.js'
 import { DEFAULT_SCOPES, parseDuration, SCOPES, type Scope } from '../auth/tokens.js'
 import { ConfigError, DEFAULT_DATABASE_URL } from '../config.js'
 import { accountName, printNote, printTable, withStorage } from './common.js'
-import type { TokenRecord } from '../storage/types.js'
+import type { TokenRecord } from '../storage/index.js'
 
 export const TOKENS_HELP = `Usage:
   plantstore tokens create --account NAME [--scope SCOPE]... [--expires-in 30d] [--label TEXT] [--database URL]

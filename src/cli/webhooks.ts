@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
-import { ATTEMPTS_KEPT, type Storage, type Subscription } from '../storage/types.js'
+import { ATTEMPTS_KEPT, type Storage, type Subscription } from '../storage/index.js'
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'

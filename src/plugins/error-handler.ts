@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
 import { ApiError, ErrorCatalogue, StorageUnavailableError, type ErrorKind } from '../errors.js'
-import { QuotaExceededError } from '../storage/types.js'
+import { QuotaExceededError } from '../storage/index.js'
 import { BODY_LIMIT } from './json-body.js'
 
 // Fastify's own client errors, by code, mapped onto the catalogue.

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import type { WebhookStore } from '../storage/types.js'
+import type { WebhookStore } from '../storage/index.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../webhooks/dispatcher.js'
 import type { Metrics } from './metrics.js'
 

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { errorResponse } from './error-responses.js'
-import type { HealthCheck } from '../storage/types.js'
+import type { HealthCheck } from '../storage/index.js'
 
 /** GET /healthz (the process serves HTTP) and GET /readyz (it can serve plants: storage answers, not shutting down). */
 export const healthRoutes: FastifyPluginAsyncTypebox<{ health: HealthCheck }> = async (app, { health }) => {

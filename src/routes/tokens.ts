@@ -13,7 +13,7 @@ import {
   TokenParams,
   TokenShape,
 } from '../schemas/token.js'
-import { LINEAGE_DEPTH, MakerEndedError, type TokenRecord, type TokenStore } from '../storage/types.js'
+import { LINEAGE_DEPTH, MakerEndedError, type TokenRecord, type TokenStore } from '../storage/index.js'
 import { creationErrorResponses, errorResponses, withExamples } from './error-responses.js'
 import { SECURITY } from './security.js'
 

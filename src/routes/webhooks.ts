@@ -9,7 +9,7 @@ import {
   SubscriptionParams,
   SubscriptionShape,
 } from '../schemas/webhook.js'
-import type { Subscription, WebhookStore } from '../storage/types.js'
+import type { Subscription, WebhookStore } from '../storage/index.js'
 import type { EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'

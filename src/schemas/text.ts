@@ -1,54 +1,7 @@
 import { Type, type StringOptions, type TString } from '@sinclair/typebox'
-
-/** A rule on the characters of a string: the schema pattern that enforces it and the words that explain it. */
-export interface TextRule {
-  pattern: string
-  description: string
-}
-
-/**
- * Any UTF-16 unit but `forbidden` and the surrogates, or a surrogate pair (one character beyond U+FFFF). Every rule
- * is made here, so they all treat surrogates alike and differ only in what else they forbid.
- */
-function textRule(forbidden: string, description: string): TextRule {
-  return { pattern: `^(?:[^${forbidden}\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff])*$`, description }
-}
-
-/**
- * No NUL character and no unpaired UTF-16 surrogate: PostgreSQL cannot store NUL, and an unpaired
- * surrogate has no UTF-8 form, so either would come back changed (or not be stored at all).
- */
-export const TEXT = textRule('\\u0000', 'text without NUL characters or unpaired surrogates')
-
-/**
- * TEXT without any control character either (C0, NUL included, DEL and C1): for text that operators see in a
- * terminal, where ESC starts an escape sequence and CR or LF forges a line.
- */
-export const CONTROL_FREE_TEXT = textRule(
-  '\\u0000-\\u001f\\u007f-\\u009f',
-  'text without control characters (U+0000 to U+001F, U+007F to U+009F) or unpaired surrogates',
-)
-
-/** Every rule, for the validator to word its errors. */
-export const TEXT_RULES: readonly TextRule[] = [TEXT, CONTROL_FREE_TEXT]
-
-export const TEXT_PATTERN = TEXT.pattern
-export const TEXT_RULE = TEXT.description
+import { TEXT, type TextRule } from '../text-rules.js'
 
 /** A string every storage backend keeps exactly as sent, checked against `rule` (TEXT when not given). */
 export function Text(options: StringOptions, rule: TextRule = TEXT): TString {
   return Type.String({ ...options, pattern: rule.pattern })
-}
-
-/** What a validation error says of a string that breaks `rule`. */
-export function expected(rule: TextRule): string {
-  return `expected ${rule.description}`
-}
-
-/**
- * What a validation error would say of `value`, or undefined when it keeps `rule`: for input that comes through no
- * schema, such as a command line. The same pattern with the same (no) flags as TypeBox's compiled check.
- */
-export function textProblem(value: string, rule: TextRule): string | undefined {
-  return new RegExp(rule.pattern).test(value) ? undefined : expected(rule)
 }

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { SCOPES, TOKEN_ID_PREFIX } from '../auth/tokens.js'
-import { CONTROL_FREE_TEXT, Text } from './text.js'
+import { CONTROL_FREE_TEXT } from '../text-rules.js'
+import { Text } from './text.js'
 
 /** The longest a token made over HTTP may live: a year. */
 export const MAX_TOKEN_LIFETIME_DAYS = 366

@@ -5,7 +5,7 @@ import type { FastifySchemaCompiler } from 'fastify'
 import { ApiError } from '../errors.js'
 import { INT64_MAX, INT64_MIN, parseInt64 } from './int64.js'
 import { bareObject, MALFORMED_PARAMETER, type ParsedQuery } from './query-string.js'
-import { expected, TEXT_RULES } from './text.js'
+import { expected, TEXT_RULES } from '../text-rules.js'
 
 SetErrorFunction((error) => {
   if (error.errorType === ValueErrorType.Kind && error.schema[Kind] === 'Int64') {

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { EVENT_TYPES } from '../webhooks/events.js'
-import { CONTROL_FREE_TEXT, Text } from './text.js'
+import { CONTROL_FREE_TEXT } from '../text-rules.js'
+import { Text } from './text.js'
 
 const events = Type.Array(Type.Union(EVENT_TYPES.map((type) => Type.Literal(type))), {
   minItems: 1,

@@ -8,27 +8,9 @@ import {
 } from './types.js'
 
 export { InstrumentedStorage, type StorageTimer } from './instrumented.js'
-export type {
-  BackupOptions,
-  BackupProgress,
-  BackupSummary,
-  EntryCounts,
-  OpenOptions,
-  PageRequest,
-  PlantStore,
-  Storage,
-  StoredPlant,
-  StoreEntry,
-  StoreTransfer,
-} from './types.js'
-export {
-  BackupFailedError,
-  BackupTargetExistsError,
-  BackupUnsupportedError,
-  MigrationsPendingError,
-  StoreNotEmptyError,
-  UnsupportedDatabaseUrlError,
-} from './types.js'
+// The one door to storage from the rest of src/: every type, error and constant of its contract (types.ts).
+export * from './types.js'
+export { SETTLE_BATCH } from './webhook-rules.js'
 
 /** Where `sqlite:` URLs point: `sqlite:/abs/file.db`, `sqlite:relative/file.db` or `sqlite::memory:`. */
 export function sqliteFile(url: string): string | undefined {

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { ClaimedDelivery, DeliveryOutcome, WebhookStore } from '../storage/types.js'
-import { SETTLE_BATCH } from '../storage/webhook-rules.js'
+import { SETTLE_BATCH, type ClaimedDelivery, type DeliveryOutcome, type WebhookStore } from '../storage/index.js'
 import { send, type AttemptResult } from './send.js'
 import { signatureHeaders } from './signature.js'
 

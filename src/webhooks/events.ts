@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { OutboxEvent } from '../storage/types.js'
+import type { OutboxEvent } from '../storage/index.js'
 
 /** The events a subscription can receive. */
 export const EVENT_TYPES = ['plant.created', 'plant.deleted'] as const

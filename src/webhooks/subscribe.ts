@@ -1,4 +1,4 @@
-import type { Subscription, WebhookStore } from '../storage/types.js'
+import type { Subscription, WebhookStore } from '../storage/index.js'
 import { EVENT_TYPES, newSigningSecret, newSubscriptionId, type EventType } from './events.js'
 
 /** What a new subscription is for; the events default to every type. The URL must already be checked. */

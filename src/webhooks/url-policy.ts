@@ -1,6 +1,6 @@
 import { lookup } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
-import { CONTROL_FREE_TEXT, textProblem } from '../schemas/text.js'
+import { CONTROL_FREE_TEXT, textProblem } from '../text-rules.js'
 
 // Where a webhook must not reach unless the operator allows it: every address the IANA special-purpose registries
 // do not mark globally reachable, and multicast. IPv4: loopback, private, link-local (cloud metadata services live
