@@ -11,19 +11,19 @@ import {
   type PageBudgetLimits,
 } from './config.js'
 import { TokenVerifier } from './auth/token-cache.js'
-import { clientErrorHandler, connectHandler, MAX_HEADER_BYTES } from './plugins/client-errors.js'
-import { registerConnectionLimits } from './plugins/connection-limits.js'
+import { clientErrorHandler, connectHandler, MAX_HEADER_BYTES } from './socket/client-errors.js'
+import { registerConnectionLimits } from './socket/connection-limits.js'
 import { registerErrorHandler, sendError } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
-import { stdoutDestination, type LogDestination } from './plugins/log-destination.js'
-import { redactingLogger } from './plugins/log-redaction.js'
+import { stdoutDestination, type LogDestination } from './logging/log-destination.js'
+import { redactingLogger } from './logging/log-redaction.js'
 import { PageBudget } from './plugins/page-budget.js'
 import { registerPipeliningLimit } from './plugins/pipelining.js'
 import { admitHead } from './plugins/request-head.js'
-import { registerRequestGates } from './plugins/request-gates.js'
-import { registerUnreadBodyClose } from './plugins/unread-body.js'
-import { requestId, sendRequestId } from './plugins/request-id.js'
+import { registerRequestGates, sendRequestId } from './plugins/request-gates.js'
+import { registerUnreadBodyClose } from './socket/unread-body.js'
+import { requestId } from './socket/request-id.js'
 import { Metrics, registerMetrics } from './plugins/metrics.js'
 import {
   authThrottle,
@@ -31,7 +31,7 @@ import {
   registerTokenRateLimit,
   type RateLimitOptions,
 } from './plugins/rate-limit.js'
-import { RequestLog } from './plugins/request-log.js'
+import { RequestLog } from './logging/request-log.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { plantRoutes } from './routes/plants.js'

@@ -89,7 +89,7 @@ const unitOf = (module: string) => module.split('/')[0]!
 
 /**
  * Layers, lowest first: a module may import from its own layer or lower ones, never higher. The house rule:
- * cli → server → app → routes and plugins → settings → schemas → domain → base → storage. The schemas (the API's
+ * cli → server → app → routes, plugins, socket and logging → settings → schemas → domain → base → storage. The schemas (the API's
  * shapes) are built from the domain's constants (scopes, event types); the domain never reads a schema.
  */
 const LAYERS: Array<[layer: string, modules: RegExp]> = [
@@ -98,7 +98,7 @@ const LAYERS: Array<[layer: string, modules: RegExp]> = [
   ['domain', /^(auth|webhooks|limits)\//],
   ['schemas', /^schemas\//],
   ['settings', /^(config|configured-storage)\.ts$/],
-  ['http', /^(routes|plugins)\//],
+  ['http', /^(routes|plugins|socket|logging)\//],
   ['app', /^app\.ts$/],
   ['server', /^server\.ts$/],
   ['cli', /^cli\//],
@@ -172,7 +172,7 @@ describe('the import graph of src/', () => {
     const loaded = loadedBy('cli/main.ts')
     const http = [...loaded].filter(
       (module) =>
-        /^(server|app)\.ts$|^(routes|plugins)\//.test(module) ||
+        /^(server|app)\.ts$|^(routes|plugins|socket|logging)\//.test(module) ||
         /^(fastify|@fastify\/.*|prom-client|pino-pretty)$/.test(module),
     )
     assert.deepEqual(http, [])

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastif
 import { callerOf } from '../auth/bearer.js'
 import type { PageBudgetLimits } from '../config.js'
 import { ApiError } from '../errors.js'
-import { lingerOnClose } from './lingering-close.js'
+import { lingerOnClose } from '../socket/lingering-close.js'
 
 /** Which bound refused a page: the caller's account's, or the whole process's. */
 export type PageBudgetBound = 'account' | 'process'

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { sendError } from './error-handler.js'
-import { lingerOnClose } from './lingering-close.js'
+import { lingerOnClose } from '../socket/lingering-close.js'
 import type { RequestGate } from './request-gates.js'
 
 /** Most requests one connection may have in flight at once (HTTP/1.1 pipelining); past it, 429 and the close. */

@@ -13,3 +13,9 @@ export function registerRequestGates(app: FastifyInstance, gates: RequestGate[])
     done()
   })
 }
+
+/** Gives every response X-Request-Id, errors and 404s included. */
+export const sendRequestId: RequestGate = (request, reply) => {
+  reply.header('x-request-id', request.id)
+  return true
+}

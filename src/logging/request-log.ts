@@ -45,7 +45,7 @@ export interface CompletedRequest {
 
 /**
  * Writes the `request completed` line, the same fields whoever answered: Fastify's requests, and the CONNECTs Node
- * hands the server directly (plugins/client-errors.ts). The URL has its credentials redacted here.
+ * hands the server directly (socket/client-errors.ts). The URL has its credentials redacted here.
  */
 export function logCompleted(log: FastifyBaseLogger, line: CompletedRequest): void {
   const fields = {

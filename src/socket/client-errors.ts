@@ -6,7 +6,7 @@ import { ErrorCatalogue, type ErrorKind } from '../errors.js'
 import { lingerOnClose } from './lingering-close.js'
 import { rawErrorResponse } from './raw-response.js'
 import { requestId } from './request-id.js'
-import { logCompleted } from './request-log.js'
+import { logCompleted } from '../logging/request-log.js'
 
 /** Largest request head (request line and headers) accepted, in bytes; Node's default, set on purpose. */
 export const MAX_HEADER_BYTES = 16 * 1024

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import type { RequestGate } from './request-gates.js'
 
 // Echo only ids that are safe in logs and headers; anything else gets a fresh one.
 const SANE_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -9,10 +8,4 @@ const SANE_ID = /^[A-Za-z0-9._:-]{1,128}$/
 export function requestId(req: IncomingMessage): string {
   const incoming = req.headers['x-request-id']
   return typeof incoming === 'string' && SANE_ID.test(incoming) ? incoming : randomUUID()
-}
-
-/** Gives every response X-Request-Id, errors and 404s included. */
-export const sendRequestId: RequestGate = (request, reply) => {
-  reply.header('x-request-id', request.id)
-  return true
 }

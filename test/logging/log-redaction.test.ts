@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
 import { describe, test } from 'node:test'
-import { redactingLogger, redactRequestUrl, withoutSecrets } from '../../src/plugins/log-redaction.js'
+import { redactingLogger, redactRequestUrl, withoutSecrets } from '../../src/logging/log-redaction.js'
 
 const SECRET = 'pst_theSecretPartOfTheToken0123456789abcdefgh'
 const authorization = `Bearer ${SECRET}`
