@@ -13,7 +13,7 @@ import {
 import { TokenVerifier } from './auth/token-cache.js'
 import { clientErrorHandler, connectHandler, MAX_HEADER_BYTES } from './socket/client-errors.js'
 import { registerConnectionLimits } from './socket/connection-limits.js'
-import { registerErrorHandler, sendError } from './plugins/error-handler.js'
+import { frameworkErrors, registerErrorHandler } from './plugins/error-handler.js'
 import { BODY_LIMIT, registerJsonBody } from './plugins/json-body.js'
 import { registerLifecycle, type Lifecycle } from './plugins/lifecycle.js'
 import { stdoutDestination, type LogDestination } from './logging/log-destination.js'
@@ -148,11 +148,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     logController: new RequestLog(),
     // Answered by registerLifecycle instead, in the Error shape.
     return503OnClosing: false,
-    // Errors Fastify raises before routing (a bad percent-encoding, say) leave in the Error shape too.
-    frameworkErrors: (err, request, reply) => {
-      reply.header('x-request-id', request.id)
-      sendError(reply, 'validation', `path: ${err.message}`)
-    },
+    frameworkErrors,
   })
   app.server.on('connect', connectHandler(app.log))
   const owned = options.owned ?? []

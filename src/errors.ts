@@ -174,6 +174,18 @@ export const ErrorCatalogue = {
 /** A catalogue entry's name. */
 export type ErrorKind = keyof typeof ErrorCatalogue
 
+/** The Content-Type of every error answer. */
+export const ERROR_CONTENT_TYPE = 'application/json; charset=utf-8'
+
+/** The Error shape `{error, message}` of a catalogue entry, and its status: every error answer is written from it. */
+export function errorAnswer(
+  kind: ErrorKind,
+  message: string,
+): { status: number; body: { error: number; message: string } } {
+  const { status, error } = ErrorCatalogue[kind]
+  return { status, body: { error, message } }
+}
+
 /** An error the API answers with a catalogue entry and a message safe to show the client. */
 export class ApiError extends Error {
   readonly kind: ErrorKind

@@ -1,5 +1,5 @@
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify'
-import { ApiError, ErrorCatalogue, StorageUnavailableError, type ErrorKind } from '../errors.js'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { ApiError, ERROR_CONTENT_TYPE, errorAnswer, StorageUnavailableError, type ErrorKind } from '../errors.js'
 import { QuotaExceededError } from '../storage/index.js'
 import { BODY_LIMIT } from './json-body.js'
 
@@ -25,8 +25,17 @@ const MESSAGES: Partial<Record<ErrorKind, string>> = {
 
 /** Sends the Error shape for a catalogue entry. */
 export function sendError(reply: FastifyReply, kind: ErrorKind, message: string): FastifyReply {
-  const { status, error } = ErrorCatalogue[kind]
-  return reply.code(status).type('application/json; charset=utf-8').send({ error, message })
+  const { status, body } = errorAnswer(kind, message)
+  return reply.code(status).type(ERROR_CONTENT_TYPE).send(body)
+}
+
+/**
+ * Fastify's `frameworkErrors`: errors it raises before routing (a bad percent-encoding, say), which the error
+ * handler never sees, leave in the Error shape too, with the request id the request gates would have sent.
+ */
+export function frameworkErrors(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id)
+  sendError(reply, 'validation', `path: ${err.message}`)
 }
 
 function clientKind(err: FastifyError): ErrorKind {
