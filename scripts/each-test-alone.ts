@@ -13,7 +13,7 @@
 import { spawn } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve as absolute } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const REPORTER = fileURLToPath(new URL('./each-test-alone-reporter.js', import.meta.url))
@@ -99,7 +99,7 @@ function runFile(file: string, pattern?: string): Promise<Run> {
         .filter((line) => line.startsWith('{'))
         .map((line) => JSON.parse(line) as ReportedTest)
       // Node 22 and later report a file none of whose tests ran as one test named after the file: no test of it.
-      const tree = buildTree(lines).filter((node) => node.suite || node.name !== file)
+      const tree = buildTree(lines).filter((node) => node.suite || absolute(node.name) !== absolute(file))
       resolve({ tree, code, log, ms: Date.now() - started })
     })
   })

@@ -1,11 +1,11 @@
 import { ConfigError, storageLimits, type Config } from './config.js'
-import { StorageUnavailableError } from './errors.js'
 import { wrongNodeMessage } from './native-addon.js'
 import { redactUrl } from './redact.js'
 import {
   MigrationsPendingError,
   openStorage,
   openTransfer,
+  StorageUnavailableError,
   UnsupportedDatabaseUrlError,
   type InstrumentedStorage,
   type StoreTransfer,

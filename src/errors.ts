@@ -200,6 +200,3 @@ export class ApiError extends Error {
     this.headers = headers
   }
 }
-
-// Thrown by storage when the database cannot be reached or written; maps to 503.
-export { StorageUnavailableError } from './storage/index.js'

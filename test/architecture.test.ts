@@ -89,8 +89,9 @@ const unitOf = (module: string) => module.split('/')[0]!
 
 /**
  * Layers, lowest first: a module may import from its own layer or lower ones, never higher. The house rule:
- * cli → server → app → routes, plugins, socket and logging → settings → schemas → domain → base → storage. The schemas (the API's
- * shapes) are built from the domain's constants (scopes, event types); the domain never reads a schema.
+ * cli → server → app → routes → plugins (request hooks) → socket (connection defences) → logging → settings →
+ * schemas → domain → base → storage. The schemas (the API's shapes) are built from the domain's constants
+ * (scopes, event types); the domain never reads a schema.
  */
 const LAYERS: Array<[layer: string, modules: RegExp]> = [
   ['storage', /^storage\//],
@@ -98,7 +99,10 @@ const LAYERS: Array<[layer: string, modules: RegExp]> = [
   ['domain', /^(auth|webhooks|limits)\//],
   ['schemas', /^schemas\//],
   ['settings', /^(config|configured-storage)\.ts$/],
-  ['http', /^(routes|plugins|socket|logging)\//],
+  ['logging', /^logging\//],
+  ['socket', /^socket\//],
+  ['plugins', /^plugins\//],
+  ['routes', /^routes\//],
   ['app', /^app\.ts$/],
   ['server', /^server\.ts$/],
   ['cli', /^cli\//],

@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { ApiError, ERROR_CONTENT_TYPE, errorAnswer, StorageUnavailableError, type ErrorKind } from '../errors.js'
-import { QuotaExceededError } from '../storage/index.js'
+import { ApiError, ERROR_CONTENT_TYPE, errorAnswer, type ErrorKind } from '../errors.js'
+import { QuotaExceededError, StorageUnavailableError } from '../storage/index.js'
 import { BODY_LIMIT } from './json-body.js'
 
 // Fastify's own client errors, by code, mapped onto the catalogue.

@@ -10,7 +10,6 @@ import {
 export { InstrumentedStorage, type StorageTimer } from './instrumented.js'
 // The one door to storage from the rest of src/: every type, error and constant of its contract (types.ts).
 export * from './types.js'
-export { SETTLE_BATCH } from './webhook-rules.js'
 
 /** Where `sqlite:` URLs point: `sqlite:/abs/file.db`, `sqlite:relative/file.db` or `sqlite::memory:`. */
 export function sqliteFile(url: string): string | undefined {

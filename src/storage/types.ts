@@ -233,6 +233,13 @@ export type DeliveryOutcome = AttemptReport &
 /** Attempts kept per subscription for `webhooks deliveries`: a ring, so the history costs the same at any traffic. */
 export const ATTEMPTS_KEPT = 20
 
+/**
+ * Queued deliveries of a disabled subscription failed per transaction. Disabling only marks the subscription; its
+ * queue (up to the cap, for every subscription of an account at once) is failed in batches this size afterwards,
+ * so no one change holds the write lock, or SQLite's event loop, for long.
+ */
+export const SETTLE_BATCH = 500
+
 /** One recorded attempt of a subscription, as `webhooks deliveries` shows it. */
 export interface AttemptRecord extends AttemptReport {
   eventId: string
@@ -420,7 +427,10 @@ export class BackupTargetExistsError extends Error {
   }
 }
 
-/** A backup that could not be made (no store, no target folder, disk full, a copy that fails its check); nothing was written. */
+/**
+ * A backup that could not be made (no store, no target folder, disk full, a copy that fails its check); nothing was
+ * written.
+ */
 export class BackupFailedError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options)

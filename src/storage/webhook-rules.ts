@@ -18,10 +18,3 @@ export const GIVEN_UP: Record<DisabledReason, string> = {
 export function claimWindow(limit: number): number {
   return 8 * limit + 32
 }
-
-/**
- * Queued deliveries of a disabled subscription failed per transaction. Disabling only marks the subscription; its
- * queue (up to the cap, for every subscription of an account at once) is failed in batches this size afterwards,
- * so no one change holds the write lock, or SQLite's event loop, for long.
- */
-export const SETTLE_BATCH = 500

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
-import type { InstrumentedStorage } from '../../src/storage/index.js'
-import { SETTLE_BATCH } from '../../src/storage/webhook-rules.js'
+import { SETTLE_BATCH, type InstrumentedStorage } from '../../src/storage/index.js'
 import { EVENT_TYPES, newSigningSecret, newSubscriptionId, plantCreated } from '../../src/webhooks/events.js'
 import { backends, freshStorage } from '../helpers/backends.js'
 

@@ -3,6 +3,7 @@ import type postgres from 'postgres'
 import {
   ATTEMPTS_KEPT,
   QuotaExceededError,
+  SETTLE_BATCH,
   type AttemptRecord,
   type ClaimedDelivery,
   type DeliveryHistory,
@@ -23,7 +24,7 @@ import {
   type DeliveryRow,
   type SubscriptionRow,
 } from '../rows.js'
-import { claimWindow, GIVEN_UP, SETTLE_BATCH } from '../webhook-rules.js'
+import { claimWindow, GIVEN_UP } from '../webhook-rules.js'
 import type { Query, Sql } from './client.js'
 import { guard } from './errors.js'
 

@@ -3,6 +3,7 @@ import type { Database, Statement } from 'better-sqlite3'
 import {
   ATTEMPTS_KEPT,
   QuotaExceededError,
+  SETTLE_BATCH,
   type ClaimedDelivery,
   type DeliveryHistory,
   type DeliveryOutcome,
@@ -22,7 +23,7 @@ import {
   type DeliveryRow,
   type SubscriptionRow,
 } from '../rows.js'
-import { claimWindow, GIVEN_UP, SETTLE_BATCH, wants } from '../webhook-rules.js'
+import { claimWindow, GIVEN_UP, wants } from '../webhook-rules.js'
 import { ensureAccount } from './accounts.js'
 import { briefly } from './database.js'
 import { guard } from './errors.js'
