@@ -208,8 +208,8 @@ export function startPlain(
  * Starts the built service (dist/) on a database the harness has seeded (bench/bulk-seed.ts): migrated by the CLI
  * (so the service does not migrate on start, as in production) and holding the accounts' tokens; `token` is one
  * of them, to check the service is ready. It runs with the service's node flags (SERVICE_NODE_FLAGS, or a
- * snapshot's: `nodeFlags`), as production does. `nodeArgs` go to node before the script too (the profiler passes
- * --cpu-prof); `env` adds settings (the backlog scenarios' webhook ones); `runtime`, another Node binary.
+ * snapshot's: `nodeFlags`), as production does. `env` adds settings (the backlog scenarios' webhook ones);
+ * `runtime`, another Node binary.
  */
 export function startService(
   label: string,
@@ -217,18 +217,16 @@ export function startService(
   token: string,
   context: ServerContext,
   {
-    nodeArgs = [],
     env = {},
     runtime,
     nodeFlags = SERVICE_NODE_FLAGS,
-  }: { nodeArgs?: string[]; env?: Record<string, string>; runtime?: Runtime; nodeFlags?: string[] } = {},
+  }: { env?: Record<string, string>; runtime?: Runtime; nodeFlags?: string[] } = {},
 ): Promise<Server> {
   const main = runtime?.serviceMain ?? path.join(REPO_DIR, 'dist', 'cli', 'main.js')
   return startProcess(
     label,
     (port) => [
       ...nodeFlags,
-      ...nodeArgs,
       main,
       'serve',
       ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
