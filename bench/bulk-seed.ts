@@ -29,9 +29,10 @@ export interface SeededAccount extends AccountPlan {
   insertSeconds: number
 }
 
-/** Runs the service's CLI from dist/ and returns its stdout; a failure carries its stderr. */
-async function cli(args: string[]): Promise<string> {
-  const main = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
+const MAIN = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
+
+/** Runs the service's CLI (`main`, dist/cli/main.js) and returns its stdout; a failure carries its stderr. */
+async function cli(args: string[], main = MAIN): Promise<string> {
   try {
     const { stdout } = await run(process.execPath, [main, ...args], { cwd: REPO_DIR, encoding: 'utf8' })
     return stdout
@@ -42,8 +43,9 @@ async function cli(args: string[]): Promise<string> {
 }
 
 /** `tokens create` prints the secret alone on stdout's first line (details go to stderr). */
-async function createToken(databaseUrl: string, account: string): Promise<string> {
-  const stdout = await cli(['tokens', 'create', '--account', account, '--label', 'bench', '--database', databaseUrl])
+async function createToken(databaseUrl: string, account: string, main: string): Promise<string> {
+  const args = ['tokens', 'create', '--account', account, '--label', 'bench', '--database', databaseUrl]
+  const stdout = await cli(args, main)
   const secret = stdout.split('\n')[0]?.trim() ?? ''
   if (secret === '') throw new Error(`tokens create --account ${account} printed no token`)
   return secret
@@ -169,13 +171,13 @@ export async function checkPlantCounts(databaseUrl: string): Promise<void> {
 
 /**
  * Migrates the database with `plantstore migrate`, creates each account's token with `plantstore tokens
- * create`, then inserts its plants. `databaseUrl` is the service's: sqlite:FILE or a postgres:// URL (with its
- * search_path).
+ * create` (of `main`: another checkout's build migrates its own database), then inserts its plants. `databaseUrl`
+ * is the service's: sqlite:FILE or a postgres:// URL (with its search_path).
  */
-export async function bulkSeed(databaseUrl: string, accounts: AccountPlan[]): Promise<SeededAccount[]> {
-  await cli(['migrate', '--database', databaseUrl])
+export async function bulkSeed(databaseUrl: string, accounts: AccountPlan[], main = MAIN): Promise<SeededAccount[]> {
+  await cli(['migrate', '--database', databaseUrl], main)
   // Side by side: each is a process start or so of waiting, and the store serialises their writes itself.
-  const tokens = await Promise.all(accounts.map((account) => createToken(databaseUrl, account.name)))
+  const tokens = await Promise.all(accounts.map((account) => createToken(databaseUrl, account.name, main)))
   const seeded: SeededAccount[] = []
   for (const [index, account] of accounts.entries()) {
     const started = performance.now()

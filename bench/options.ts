@@ -20,6 +20,8 @@ export interface BenchOptions {
   backupLoad: boolean
   /** Other node binaries the services and plain handlers run on too (--node). */
   nodes: string[]
+  /** Other checkouts whose built services run beside this one's (--service). */
+  services: string[]
   out: string
   /** The arguments as given, for the report's command line. */
   args: string[]
@@ -57,6 +59,8 @@ measured; the report compares the twins and gives the dispatcher's claim time pe
   --node PATH        run the services and plain handlers on this node binary too, side by side, labelled with
                      its version (repeatable); better-sqlite3 is built for it once, against the headers its
                      distribution ships in bin/../include/node (bench/README.md)
+  --service DIR      run the service built in the checkout DIR (its dist/, node_modules and node flags) too,
+                     beside this one's in the same rounds, labelled with DIR's short commit (repeatable)
   --out FILE         report file (default bench/results.md)`
 
 /** Keyset pages need a page after the first and before the last one: 2 pages and a plant at least. */
@@ -87,6 +91,7 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
       backlog: { type: 'string' },
       scenarios: { type: 'string' },
       node: { type: 'string', multiple: true },
+      service: { type: 'string', multiple: true },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -116,6 +121,7 @@ export function parseOptions(args: string[]): BenchOptions | 'help' {
     scenarios: selectScenarios(names.filter((name) => name !== BACKUP_LOAD).join(',')),
     backupLoad: names.includes(BACKUP_LOAD),
     nodes: values.node ?? [],
+    services: values.service ?? [],
     out: values.out ?? 'bench/results.md',
     args,
   }

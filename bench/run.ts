@@ -93,10 +93,10 @@ function variantsFor(options: BenchOptions, runtimes: Runtime[]): Variant[] {
   const accounts = neededAccounts(options)
   // Only the backlog scenarios chosen: their twins are all the services needed.
   if (accounts.length === 0) return []
-  const kinds = accounts.includes('list') ? (['service', 'plain'] as const) : (['service'] as const)
+  const withPlain = accounts.includes('list') ? (['service', 'plain'] as const) : (['service'] as const)
   return runtimes.flatMap((runtime) =>
     BACKENDS_RUN.flatMap((backend) =>
-      kinds.map((kind) => ({
+      (runtime.checkout === undefined ? withPlain : (['service'] as const)).map((kind) => ({
         kind,
         backend,
         runtime,
@@ -121,7 +121,7 @@ async function seededServer(variant: Variant, options: BenchOptions, context: Se
   const databaseUrl = await freshDatabase(variant.backend, slug(variant.label), context, POSTGRES_URL)
   const started = performance.now()
   const plans: AccountPlan[] = variant.accounts.map((key) => ({ name: ACCOUNT_NAMES[key], plants: options.sizes[key] }))
-  const seeded = await bulkSeed(databaseUrl, plans)
+  const seeded = await bulkSeed(databaseUrl, plans, variant.runtime.checkout && variant.runtime.serviceMain)
   const seconds = (performance.now() - started) / 1000
   const plants = seeded.map((a) => `${count(a.plants)} in ${a.insertSeconds.toFixed(1)} s`).join(', ')
   const how =
@@ -233,17 +233,18 @@ async function checkPages(targets: Target[], sizes: AccountSizes): Promise<void>
 function estimateSeconds(options: BenchOptions): { seeding: number; runs: number } {
   const { list, backlog } = options.sizes
   const nodes = 1 + options.nodes.length
+  const builds = nodes + options.services.length
   const twins = wantsTwins(options) ? 2 : 0
   const accounts = neededAccounts(options)
-  // Per backend and Node: the service's accounts, and the plain handler's listed one.
-  const perNode = accounts.reduce((sum, key) => sum + options.sizes[key], 0) + (accounts.includes('list') ? list : 0)
-  const plants = nodes * perNode + twins * (list + backlog)
+  // Per backend: each service's accounts, and each plain handler's (one per Node) listed one.
+  const perService = accounts.reduce((sum, key) => sum + options.sizes[key], 0)
+  const plants = builds * perService + (accounts.includes('list') ? nodes * list : 0) + twins * (list + backlog)
   const queued = wantsTwins(options) ? backlog * BACKLOG_SUBSCRIPTIONS : 0
   // Side by side (startTargets, seedTwins): the slower backend sets the time.
   const seeding = Math.max(
     ...BACKENDS_RUN.map((backend) => 3 + 3 * twins + plants / INSERT_RATE[backend] + queued / QUEUE_RATE[backend]),
   )
-  const servers = { reference: 1 + 2 * nodes * BACKENDS_RUN.length, size: 2 * nodes * BACKENDS_RUN.length }
+  const servers = { reference: 1 + (nodes + builds) * BACKENDS_RUN.length, size: 2 * builds * BACKENDS_RUN.length }
   const runs = options.scenarios.reduce((sum, scenario) => {
     const perRound = scenario.compare === 'backlog' ? 2 * BACKENDS_RUN.length : servers[scenario.compare]
     return sum + options.rounds * perRound * (options.warmup + runSeconds(scenario, options))
@@ -284,7 +285,7 @@ function plainOf(variants: Variant[]): Record<string, string> {
   const plain: Record<string, string> = {}
   for (const service of variants.filter((v) => v.kind === 'service')) {
     const handler = variants.find(
-      (v) => v.kind === 'plain' && v.backend === service.backend && v.runtime === service.runtime,
+      (v) => v.kind === 'plain' && v.backend === service.backend && v.runtime.node === service.runtime.node,
     )
     if (handler !== undefined) plain[service.label] = handler.label
   }
@@ -324,9 +325,17 @@ function serviceLine(): string {
   )
 }
 
+/** The other checkouts' services (--service), each run as this checkout's is but from its own build. */
+function checkoutText(runtimes: Runtime[]): string {
+  const builds = runtimes.filter((runtime) => runtime.checkout !== undefined)
+  const each = (runtime: Runtime) =>
+    `"${runtime.tag.trim()}": ${runtime.checkout}'s dist/ and node_modules, with node ${runtime.nodeFlags.join(' ')}`
+  return builds.length === 0 ? '' : `; beside it, the services labelled ${builds.map(each).join('; ')}`
+}
+
 /** Which Node ran what: the first on PATH runs the harness, the reference and the twins, each --node its variants. */
 function nodeText(runtimes: Runtime[]): string {
-  const [first, ...others] = runtimes
+  const [first, ...others] = runtimes.filter((runtime) => runtime.checkout === undefined)
   if (first === undefined || others.length === 0) return `Node ${process.version} (the first node on PATH)`
   const labelled = (runtime: Runtime) => `the services and plain handlers labelled "${runtime.tag.trim()}"`
   return [
@@ -356,7 +365,7 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
   const tmpDir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-'))
   cleanup.add('remove temp folder', () => rmSync(tmpDir, { recursive: true, force: true }))
   const serverContext: ServerContext = { cpu: pinning.serverCpu, tmpDir, cleanup }
-  const runtimes = await prepareRuntimes(options.nodes, serverContext, log)
+  const runtimes = await prepareRuntimes(options.nodes, serverContext, log, options.services)
   const { targets, seeding, seededTwins } = await prepareServers(options, serverContext, runtimes)
   await checkPages(targets, options.sizes)
   // Export and import (bench/transfer.ts), unpinned as the seeding is, while the servers wait.
@@ -421,7 +430,7 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     machine: machineSummary(),
     software: await softwareLine(runtimes),
     pinning: pinning.note,
-    service,
+    service: service + checkoutText(runtimes),
     sizes: options.sizes,
     scenarios: options.scenarios,
     servers: [...targets, ...(twins?.targets ?? [])].map((t) => t.server.label),

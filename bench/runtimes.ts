@@ -10,12 +10,19 @@
  * node_modules of links to the project's packages but for better-sqlite3, which links to that copy. A copy of dist/
  * rather than a link, since Node resolves packages from a module's real path; no NODE_PATH, which ES modules ignore.
  */
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs'
 import { writeFileSync, symlinkSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { compileScript, REPO_DIR, type Runtime, type ServerContext } from './servers.js'
+import {
+  compileScript,
+  nodeFlagsOf,
+  REPO_DIR,
+  SERVICE_NODE_FLAGS,
+  type Runtime,
+  type ServerContext,
+} from './servers.js'
 
 const run = promisify(execFile)
 const MODULES = path.join(REPO_DIR, 'node_modules')
@@ -107,11 +114,15 @@ async function runtimeFolder(node: string, version: string, abi: string, dir: st
   return main
 }
 
-/** The harness's node first, then each of `others`; each ready to run the service and the plain handler. */
+/**
+ * The harness's node first, then each of `others`, each ready to run the service and the plain handler; then the
+ * builds of other `checkouts`.
+ */
 export async function prepareRuntimes(
   others: string[],
   context: ServerContext,
   log: (line: string) => void,
+  checkouts: string[] = [],
 ): Promise<Runtime[]> {
   const binaries = [process.execPath, ...others.map((node) => path.resolve(node))]
   const found = await Promise.all(binaries.map(versionsOf))
@@ -126,7 +137,27 @@ export async function prepareRuntimes(
     const dir = path.join(context.tmpDir, `node-${version}`)
     const serviceMain = await runtimeFolder(node, version, abi, dir, log)
     const tag = binaries.length === 1 ? '' : ` on Node ${byMajor ? version.slice(1).split('.')[0] : version}`
-    runtimes.push({ node, version, tag, serviceMain, plainServer: compileScript('plain-server', dir) })
+    const plainServer = compileScript('plain-server', dir)
+    runtimes.push({ node, version, tag, serviceMain, nodeFlags: SERVICE_NODE_FLAGS, plainServer })
   }
-  return runtimes
+  const all = [...runtimes, ...checkouts.map((dir) => checkoutRuntime(path.resolve(dir), runtimes[0] as Runtime))]
+  const tags = all.map((runtime) => runtime.tag)
+  if (new Set(tags).size !== tags.length) throw new Error(`--service: two builds labelled alike (${tags.join(',')})`)
+  return all
+}
+
+/**
+ * Another checkout's build (--service DIR) on the harness's node: its dist/ resolves its own node_modules, it runs
+ * with its own node flags and its CLI seeds its databases; labelled by its commit. Its plain handler is this one's.
+ */
+function checkoutRuntime(dir: string, first: Runtime): Runtime {
+  const serviceMain = path.join(dir, 'dist', 'cli', 'main.js')
+  if (!existsSync(serviceMain) || !existsSync(path.join(dir, 'node_modules'))) {
+    throw new Error(`--service ${dir}: no dist/cli/main.js or node_modules there (npm ci && npm run build)`)
+  }
+  const git = (args: string[]) => execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8' }).trim()
+  const changed = git(['status', '--porcelain', '--', 'src']) === '' ? '' : '+changes'
+  const tag = `${first.tag} at ${git(['rev-parse', '--short', 'HEAD'])}${changed}`
+  const nodeFlags = nodeFlagsOf(path.join(dir, 'bin', 'plantstore.js'))
+  return { ...first, tag, serviceMain, nodeFlags, checkout: dir }
 }

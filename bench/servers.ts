@@ -47,7 +47,7 @@ export interface Server {
   stop(): Promise<void>
 }
 
-/** A Node binary the servers run on (bench/runtimes.ts prepares one per `--node`). */
+/** A Node binary, or another checkout's build, the servers run on (bench/runtimes.ts: one per `--node`, `--service`). */
 export interface Runtime {
   /** The node binary. */
   node: string
@@ -57,6 +57,10 @@ export interface Runtime {
   tag: string
   /** The service's entry point run with this binary. */
   serviceMain: string
+  /** The node flags the service runs with: those of its checkout's bin/plantstore.js. */
+  nodeFlags: string[]
+  /** Another checkout whose build runs beside this one's (--service DIR): its service only, no plain handler. */
+  checkout?: string
   /** The plain handler (bench/plain-server.ts) compiled where its packages resolve for this binary. */
   plainServer: string
 }
@@ -207,26 +211,21 @@ export function startPlain(
 /**
  * Starts the built service (dist/) on a database the harness has seeded (bench/bulk-seed.ts): migrated by the CLI
  * (so the service does not migrate on start, as in production) and holding the accounts' tokens; `token` is one
- * of them, to check the service is ready. It runs with the service's node flags (SERVICE_NODE_FLAGS, or a
- * snapshot's: `nodeFlags`), as production does. `env` adds settings (the backlog scenarios' webhook ones);
- * `runtime`, another Node binary.
+ * of them, to check the service is ready. It runs with its bin/plantstore.js's node flags, as production does.
+ * `env` adds settings (the backlog scenarios' webhook ones); `runtime`, another Node binary or checkout.
  */
 export function startService(
   label: string,
   databaseUrl: string,
   token: string,
   context: ServerContext,
-  {
-    env = {},
-    runtime,
-    nodeFlags = SERVICE_NODE_FLAGS,
-  }: { env?: Record<string, string>; runtime?: Runtime; nodeFlags?: string[] } = {},
+  { env = {}, runtime }: { env?: Record<string, string>; runtime?: Runtime } = {},
 ): Promise<Server> {
   const main = runtime?.serviceMain ?? path.join(REPO_DIR, 'dist', 'cli', 'main.js')
   return startProcess(
     label,
     (port) => [
-      ...nodeFlags,
+      ...(runtime?.nodeFlags ?? SERVICE_NODE_FLAGS),
       main,
       'serve',
       ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
