@@ -110,17 +110,6 @@ export function backlogSection(context: ReportContext, scenario: Scenario): stri
   return lines
 }
 
-/** The compact table's cell for a twin: its ratio (the twin with the backlog) and its claims. */
-export function backlogCell(context: ReportContext, scenario: Scenario, server: string): string {
-  const pair = context.twins.find((p) => p.with === server)
-  const ratios = pair && twinRatios(context, scenario).find((r) => r.backend === pair.backend)
-  const claims = claimSummary(ownRuns(context, scenario, server))
-  const claimText = claims?.meanMs === undefined ? '' : `claims ${int(claims.perRun)}/run, ${ms(claims.meanMs)} ms mean`
-  if (ratios === undefined) return claimText
-  const target = `${met(ratios.rps) ? 'within' : 'below'} target ≥ ${BACKLOG_TARGET}`
-  return `${spread(ratios.rps)} vs no backlog (${target}); ${claimText}`
-}
-
 /** "- **SQLite**: backlog-get 0.97 (0.93–1.01) (within target), …; claims …": a line per backend. */
 export function backlogSummary(context: ReportContext): string[] {
   const scenarios = context.scenarios.filter((scenario) => scenario.compare === 'backlog')

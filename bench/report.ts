@@ -1,4 +1,4 @@
-import { backlogCell, backlogSection, backlogSummary, backlogTarget, twinLabels } from './backlog-report.js'
+import { backlogSection, backlogSummary, backlogTarget, twinLabels } from './backlog-report.js'
 import {
   errorText,
   int,
@@ -418,55 +418,4 @@ export function markdownReport(context: ReportContext): string {
     ...busyNotes(context.measurements),
     '',
   ].join('\n')
-}
-
-/** The compact table for the terminal. */
-export function textTable(context: ReportContext): string {
-  const header = [
-    'scenario',
-    'server',
-    'req/s',
-    'p50 ms',
-    'p99 ms',
-    'RSS MiB',
-    'srv core',
-    'srv other',
-    'wrk other',
-    'errors',
-    'ratio',
-  ]
-  const rows = context.scenarios.flatMap((scenario) => {
-    const sizeRows = scenario.compare === 'size' ? sizeRowsFor(context, scenario) : []
-    return rowsFor(context, scenario).map((r) => {
-      const plain = plainText(r)
-      let ratioCell = r.server === REFERENCE ? '' : `${ratioText(r)} vs reference${plain && `, ${plain} vs plain`}`
-      let server = r.server
-      if (scenario.compare === 'size') {
-        server = `${r.server} ${count(context.sizes[r.account])}`
-        const sizeRow = sizeRows.find((row) => row.server === r.server)
-        ratioCell =
-          r.account === 'large' && sizeRow
-            ? `page time ${spread(sizeRow.pageTime)} vs ${count(context.sizes.small)} (${verdict(sizeRow).replace(/\*/g, '')} ≤ ${SIZE_TARGET})`
-            : ''
-      }
-      if (scenario.compare === 'backlog') ratioCell = backlogCell(context, scenario, r.server)
-      return [
-        scenario.name,
-        server,
-        int(r.rps),
-        ms(r.p50Ms),
-        ms(r.p99Ms),
-        r.rssMiB.toFixed(0),
-        pct(r.serverCpuPct),
-        pct(r.otherCpuPct),
-        pct(r.loadOtherPct),
-        r.non2xx + r.socketErrors === 0 ? '0' : `${int(r.non2xx + r.socketErrors)} !!`,
-        ratioCell,
-      ]
-    })
-  })
-  const widths = header.map((_, i) => Math.max(...[header, ...rows].map((row) => (row[i] ?? '').length)))
-  const line = (row: string[]): string =>
-    row.map((cell, i) => (i < 2 || i === 10 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ')
-  return [line(header), ...rows.map(line)].join('\n').replace(/ +$/gm, '')
 }

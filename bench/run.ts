@@ -19,7 +19,7 @@ import { defaultText } from '../src/config.js'
 import { redactUrl } from '../src/redact.js'
 import { encodeCursor } from '../src/routes/cursor.js'
 import { postgresVersion } from './postgres.js'
-import { errorLines, markdownReport, REFERENCE, textTable, type Measurement } from './report.js'
+import { errorLines, markdownReport, REFERENCE, type Measurement } from './report.js'
 import { newTarget, runScenario, runSeconds, type RoundsContext, type Target } from './rounds.js'
 import { prepareRuntimes } from './runtimes.js'
 import {
@@ -442,8 +442,9 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
     problems: writes?.problems ?? [],
     sections,
   }
-  writeFileSync(path.resolve(REPO_DIR, options.out), markdownReport(report))
-  log(`\n${textTable(report)}\n\nwritten to ${options.out}; took ${took}`)
+  const markdown = markdownReport(report)
+  writeFileSync(path.resolve(REPO_DIR, options.out), markdown)
+  log(`\n${markdown}\nwritten to ${options.out}; took ${took}`)
   return reportErrors(measurements, report.problems)
 }
 
