@@ -239,22 +239,12 @@ export function markdownReport(context: ReportContext): string {
   return [
     '# Benchmark results',
     '',
-    'Written by `npm run bench` (bench/run.ts; the method in bench/README.md). Figures are medians across rounds;',
-    '"vs reference" is the median of per-round ratios, service req/s over the bare node:http reference server\'s in',
-    'the same round, with the lowest and highest round in brackets; "vs plain handler" the same against the plain',
-    'Fastify handler of the same backend on the same Node (bench/plain-server.ts): what the features cost.',
-    ...(context.scenarios.some((s) => s.compare === 'size')
-      ? [
-          `The size scenarios run every service on an account of ${count(small)} plants and one of ${count(large)}, one`,
-          'after the other (the order flips every round); page time is 1 / req/s, its ratio is taken per round and',
-          `its median should stay at or below ${SIZE_TARGET}.`,
-        ]
-      : []),
-    '',
-    "Columns: p50 and p99 from wrk; peak RSS is the server process's highest resident memory during the run;",
-    '"server core: own / other" is the share of the servers\' CPU the server used (near 100%: it was the bottleneck)',
-    'and the share everything else used; "wrk core: other" what else ran on the load generator\'s CPU; errors',
-    'count responses of 400 and above plus socket errors, and any makes `npm run bench` exit 1.',
+    'Written by `npm run bench` (bench/run.ts; the method and the columns: bench/README.md). Figures are medians',
+    'across rounds; ratios are medians of per-round ratios (lowest and highest round in brackets): "vs reference" the',
+    'service\'s req/s over the bare node:http reference server\'s in the same round, "vs plain handler" over the plain',
+    'Fastify handler of the same backend and Node (what the features cost); size scenarios: page time (1 / req/s) at',
+    `${count(large)} plants over at ${count(small)}, target ≤ ${SIZE_TARGET}. Any error (a response of 400 or above, a socket error) makes`,
+    'the run exit 1.',
     '',
     `- Date: ${context.date.toISOString()}`,
     `- Command: \`${context.command}\``,

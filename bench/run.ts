@@ -192,23 +192,16 @@ function plainOf(variants: Variant[]): Record<string, string> {
   return plain
 }
 
-/** How every service's database was filled, whatever the backend. */
+/** How the databases were filled and checked (bench/README.md has the method). */
 function seedingLines(options: BenchOptions): string[] {
-  const keys = neededAccounts(options)
-  const accounts = keys.map((key) => `${ACCOUNT_NAMES[key]} (${count(options.sizes[key])} plants)`)
-  const untagged = CATALOGUE.filter((entry) => entry.tag === undefined).length
+  const accounts = neededAccounts(options).map((key) => `${ACCOUNT_NAMES[key]} ${count(options.sizes[key])}`)
   return [
-    "Each server's database gets the schema from the service's CLI (`plantstore migrate`; the service starts with " +
-      `DATABASE_MIGRATE_ON_START=false) and a token per account from \`plantstore tokens create\`: ${accounts.join(', ')}; ` +
-      "then bench/bulk-seed.ts inserts each account's plants 1..n with SQL (SQLite: a prepared INSERT in one " +
-      "transaction; PostgreSQL: INSERT … SELECT FROM generate_series, then VACUUM (ANALYZE)). A plain handler's " +
-      'database holds the listed account only, whose token it alone accepts.',
-    `Plants are what bench/plants.ts gives for each id, the rule the Lua scripts follow for the plants they POST too: ` +
-      `${CATALOGUE.length} house and garden plants in turn, ${untagged} of them untagged.`,
-    'Checked before measuring, on every service, plain handler and account: the first page is the expected bytes ' +
-      "(the listed account's, byte for byte the reference's body) and its Link holds the cursor the harness encodes " +
-      'with src/routes/cursor.ts; a deep page and the last page (no Link) are the expected bytes too. The ' +
-      `size-deep script picks among ${DEEP_CURSORS} cursors (fewer in a small account) spread across the account.`,
+    "Schema and a token per account by the service's CLI (the service then starts with DATABASE_MIGRATE_ON_START=" +
+      `false), plants 1..n per account with SQL (bench/bulk-seed.ts): ${accounts.join(', ')}; a plain handler's ` +
+      `database holds the listed account only. Plants are bench/plants.ts's ${CATALOGUE.length} plants in turn.`,
+    'Checked before measuring on every service, plain handler and account: the first, a deep and the last page are ' +
+      "the expected bytes with the expected Link cursors (the listed account's first page: the reference's body). " +
+      `size-deep picks among ${DEEP_CURSORS} cursors (fewer in a small account) spread across the account.`,
   ]
 }
 

@@ -130,11 +130,8 @@ async function startProcess(
   const logFile = path.join(context.tmpDir, `${slug(label)}.stderr.log`)
   const stderr = openSync(logFile, 'w')
   const [command, commandArgs] = pinned(context.cpu, node, args(port))
-  const child = spawn(command, commandArgs, {
-    cwd: REPO_DIR,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', stderr],
-  })
+  const options = { cwd: REPO_DIR, env: { ...process.env, ...env } }
+  const child = spawn(command, commandArgs, { ...options, stdio: ['ignore', 'ignore', stderr] })
   closeSync(stderr)
   context.cleanup.track(child)
   const stop = stopper(child)
@@ -172,12 +169,9 @@ export function startPlain(
   context: ServerContext,
   runtime: Runtime,
 ): Promise<Server> {
-  const env = {
-    PLANTSTORE_BENCH_DATABASE: databaseUrl,
-    PLANTSTORE_BENCH_ACCOUNT: account,
-    PLANTSTORE_BENCH_TOKEN: token,
-  }
-  return startProcess(label, (port) => [runtime.plainServer, String(port)], env, token, context, runtime.node)
+  const env = { PLANTSTORE_BENCH_DATABASE: databaseUrl, PLANTSTORE_BENCH_ACCOUNT: account }
+  const args = (port: number) => [runtime.plainServer, String(port)]
+  return startProcess(label, args, { ...env, PLANTSTORE_BENCH_TOKEN: token }, token, context, runtime.node)
 }
 
 /**
@@ -194,16 +188,7 @@ export function startService(
 ): Promise<Server> {
   const main = runtime?.serviceMain ?? path.join(REPO_DIR, 'dist', 'cli', 'main.js')
   const flags = runtime?.nodeFlags ?? SERVICE_NODE_FLAGS
-  const args = (port: number) => [
-    ...flags,
-    main,
-    'serve',
-    '--port',
-    String(port),
-    '--host',
-    '127.0.0.1',
-    '--database',
-    databaseUrl,
-  ]
+  const serve = [main, 'serve', '--host', '127.0.0.1', '--database', databaseUrl]
+  const args = (port: number) => [...flags, ...serve, '--port', String(port)]
   return startProcess(label, args, { ...SERVICE_ENV, ...env }, token, context, runtime?.node)
 }
