@@ -3,7 +3,8 @@
  * the listed account's req/s with the backlog over without per round, and the dispatcher's claims meanwhile.
  */
 import { addCounts, quantileBound } from './claims.js'
-import { int, median, ms, ratio, ROW_HEADER, rowCells, rowFor, spread, type Measurement } from './report-rows.js'
+import { int, median, ms, pairRatios, ratio, ROW_HEADER, rowCells, rowFor, spread } from './report-rows.js'
+import type { Measurement } from './report-rows.js'
 import type { ReportContext } from './report-rows.js'
 import { BACKLOG_TARGET, backlogText, type Scenario } from './scenarios.js'
 
@@ -14,14 +15,8 @@ function ownRuns(context: ReportContext, scenario: Scenario, server: string): Me
 /** Per backend: with the backlog over without, per round. */
 function twinRatios(context: ReportContext, scenario: Scenario) {
   return context.twins.flatMap((pair) => {
-    const rounds = ownRuns(context, scenario, pair.with).flatMap((backlog) => {
-      const quiet = ownRuns(context, scenario, pair.without).find((m) => m.round === backlog.round)
-      return quiet === undefined ? [] : [{ quiet: quiet.wrk, backlog: backlog.wrk }]
-    })
-    if (rounds.length === 0) return []
-    const per = (pick: (w: (typeof rounds)[number]['quiet']) => number) =>
-      rounds.map(({ quiet, backlog }) => pick(backlog) / pick(quiet))
-    return [{ backend: pair.backend, rps: per((w) => w.rps), p50: per((w) => w.p50Ms), p99: per((w) => w.p99Ms) }]
+    const ratios = pairRatios(ownRuns(context, scenario, pair.with), ownRuns(context, scenario, pair.without))
+    return ratios.rps.length === 0 ? [] : [{ backend: pair.backend, ...ratios }]
   })
 }
 

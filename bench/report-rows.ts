@@ -118,6 +118,13 @@ export function rowFor(measurements: Measurement[], server: string, account: Acc
   return row
 }
 
+/** Per round, `over`'s run against `under`'s of the same round: req/s, p50 and p99 ratios (empty when none pair). */
+export function pairRatios(over: Measurement[], under: Measurement[]) {
+  const pairs = over.flatMap((o) => under.filter((u) => u.round === o.round).map((u) => [o.wrk, u.wrk] as const))
+  const ratios = (pick: (w: WrkResult) => number) => pairs.map(([o, u]) => pick(o) / pick(u))
+  return { rps: ratios((w) => w.rps), p50: ratios((w) => w.p50Ms), p99: ratios((w) => w.p99Ms) }
+}
+
 export const int = (n: number): string => Math.round(n).toLocaleString('en-US')
 export const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n.toFixed(1))
 export const ratio = (r: number): string => r.toFixed(2)

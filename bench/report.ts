@@ -1,5 +1,5 @@
 import { backlogSection, backlogTarget } from './backlog-report.js'
-import { median, ms, ratio, REFERENCE, ROW_HEADER, rowCells, rowFor, spread } from './report-rows.js'
+import { median, ms, pairRatios, ratio, REFERENCE, ROW_HEADER, rowCells, rowFor, spread } from './report-rows.js'
 import type { Measurement, ReportContext, Row } from './report-rows.js'
 import { BACKLOG_TARGET, backlogText, count, SIZE_TARGET, type AccountKey, type Scenario } from './scenarios.js'
 
@@ -23,19 +23,12 @@ function rowsFor(context: ReportContext, scenario: Scenario): Row[] {
 
 /** Size scenarios, per service: the large account over the small one, per round; page time is 1 / req/s. */
 function sizeRowsFor(context: ReportContext, scenario: Scenario) {
-  const measurements = context.measurements.filter((m) => m.scenario === scenario.name)
+  const runs = (server: string, account: AccountKey) =>
+    context.measurements.filter((m) => m.scenario === scenario.name && m.server === server && m.account === account)
   return context.servers.flatMap((server) => {
-    const pairs = measurements
-      .filter((m) => m.server === server && m.account === 'large')
-      .flatMap((large) => {
-        const small = measurements.find((m) => m.server === server && m.account === 'small' && m.round === large.round)
-        return small === undefined ? [] : [{ small: small.wrk, large: large.wrk }]
-      })
-    if (pairs.length === 0) return []
-    const pageTime = pairs.map(({ small, large }) => small.rps / large.rps)
-    const p50 = pairs.map(({ small, large }) => large.p50Ms / small.p50Ms)
-    const p99 = pairs.map(({ small, large }) => large.p99Ms / small.p99Ms)
-    return [{ server, pageTime, p50, p99, met: median(pageTime) <= SIZE_TARGET }]
+    const { rps, p50, p99 } = pairRatios(runs(server, 'large'), runs(server, 'small'))
+    const pageTime = rps.map((r) => 1 / r)
+    return rps.length === 0 ? [] : [{ server, pageTime, p50, p99, met: median(pageTime) <= SIZE_TARGET }]
   })
 }
 
