@@ -25,7 +25,6 @@ import { REPO_DIR, SERVICE_ENV, SERVICE_NODE_FLAGS, slug, startPlain, startRefer
 import type { Runtime, ServerContext } from './servers.js'
 import { measureTransfer, TRANSFER_PLANTS } from './transfer.js'
 import { checkTwinWrites, seedTwins, startTwins } from './twins.js'
-import { startReceiver } from './webhook-receiver.js'
 
 const POSTGRES_URL = process.env.PLANTSTORE_BENCH_POSTGRES_URL || undefined
 const BACKENDS_RUN = BACKENDS.filter((backend) => backend === 'SQLite' || POSTGRES_URL !== undefined)
@@ -94,12 +93,10 @@ async function seededServer(variant: Variant, options: BenchOptions, context: Se
 /**
  * Everything measured runs on, made ready side by side (seeding is mostly waiting for CLI processes and the
  * database): the reference, every variant on a database of its own, and the backlog twins' databases (their
- * services start later) with the receiver they name. All settle before a failure is thrown, so cleanup knows
+ * services start later). All settle before a failure is thrown, so cleanup knows
  * every server and schema.
  */
 async function prepareServers(options: BenchOptions, context: ServerContext, runtimes: Runtime[]) {
-  const wantsTwins = options.scenarios.some((s) => s.compare === 'backlog')
-  const receiver = wantsTwins ? await startReceiver(context.cleanup) : undefined
   const starts: Array<Promise<{ target: Target; line?: string }>> = []
   if (neededAccounts(options).includes('list')) {
     const token = randomBytes(32).toString('base64url')
@@ -108,7 +105,8 @@ async function prepareServers(options: BenchOptions, context: ServerContext, run
     )
   }
   for (const variant of variantsFor(options, runtimes)) starts.push(seededServer(variant, options, context))
-  const twins = receiver && seedTwins(options.sizes, POSTGRES_URL, receiver, context, runtimes[0]?.tag ?? '')
+  const wantsTwins = options.scenarios.some((s) => s.compare === 'backlog')
+  const twins = wantsTwins ? seedTwins(options.sizes, POSTGRES_URL, context, runtimes[0]?.tag ?? '') : undefined
   const settled = await Promise.allSettled([...starts, twins])
   const failed = settled.find((result) => result.status === 'rejected')
   if (failed) throw failed.reason

@@ -4,6 +4,7 @@
  * account's queued deliveries. Seeded with the other databases; started only when the backlog scenarios run, since
  * the twin with the backlog delivers all the while it runs, on the servers' core.
  */
+import { createServer } from 'node:http'
 import { seedBacklog } from './backlog-seed.js'
 import { bulkSeed, countPlants } from './bulk-seed.js'
 import { scrapeDispatcher, scrapeMetrics } from './claims.js'
@@ -12,7 +13,6 @@ import type { TwinPair } from './report-rows.js'
 import { newTarget, type Target } from './rounds.js'
 import { ACCOUNT_NAMES, BACKLOG_SUBSCRIPTIONS, count, type BenchSizes } from './scenarios.js'
 import { startService, type ServerContext } from './servers.js'
-import { RECEIVER_DELAY_MS, type WebhookReceiver } from './webhook-receiver.js'
 
 /** A seeded twin database, waiting for its service. */
 interface TwinSeed {
@@ -30,6 +30,33 @@ export interface SeededTwins {
   tag: string
   /** How they were seeded, for the report. */
   lines: string[]
+}
+
+/**
+ * How long the webhook receiver takes to answer each delivery. A failing receiver would all but stop the dispatcher
+ * within a minute (each failure doubles the subscription's backoff), leaving the backlog untouched while measured;
+ * one that succeeds slowly keeps every subscription ready, so the dispatcher claims and delivers for the whole run,
+ * the account's concurrency (4) at a time. 100 ms is an ordinary answer time for a receiver on the internet.
+ */
+const RECEIVER_DELAY_MS = 100
+
+/** The noisy account's webhook receiver, in the harness process on loopback; its base URL. Stopped by cleanup. */
+async function startReceiver(context: ServerContext): Promise<string> {
+  const server = createServer((req, res) => {
+    req.resume()
+    req.once('end', () => setTimeout(() => res.writeHead(204).end(), RECEIVER_DELAY_MS))
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', resolve)
+  })
+  context.cleanup.add('stop webhook receiver', () => {
+    server.closeAllConnections()
+    return new Promise<void>((resolve) => server.close(() => resolve()))
+  })
+  const address = server.address()
+  if (address === null || typeof address !== 'object') throw new Error('webhook receiver: no port')
+  return `http://127.0.0.1:${address.port}`
 }
 
 const label = (backend: string, backlog: boolean): string => `${backend} ${backlog ? 'backlog' : 'no backlog'}`
@@ -51,7 +78,7 @@ async function seedTwin(
   tag: string,
   backlog: boolean,
   sizes: BenchSizes,
-  receiver: WebhookReceiver,
+  receiverUrl: string,
   context: ServerContext,
   postgresUrl: string | undefined,
 ): Promise<TwinSeed> {
@@ -59,7 +86,7 @@ async function seedTwin(
   const started = performance.now()
   const [listed] = await bulkSeed(databaseUrl, [{ name: ACCOUNT_NAMES.list, plants: sizes.list }])
   const plan = {
-    receiverUrl: receiver.url,
+    receiverUrl,
     subscriptions: BACKLOG_SUBSCRIPTIONS,
     events: sizes.backlog,
     queue: backlog,
@@ -77,10 +104,10 @@ async function seedTwin(
 export async function seedTwins(
   sizes: BenchSizes,
   postgresUrl: string | undefined,
-  receiver: WebhookReceiver,
   context: ServerContext,
   tag: string,
 ): Promise<SeededTwins> {
+  const receiver = await startReceiver(context)
   const backends = BACKENDS.filter((backend) => backend === 'SQLite' || postgresUrl !== undefined)
   const settled = await Promise.allSettled(
     backends.flatMap((backend) =>
