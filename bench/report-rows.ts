@@ -14,13 +14,8 @@ export interface TwinPair {
 }
 
 export interface ReportContext {
-  date: Date
-  command: string
-  mode: string
-  machine: string
-  software: string
-  pinning: string
-  service: string
+  /** The run's facts, "Key: value" each (date, command, machine, software…). */
+  facts: string[]
   sizes: BenchSizes
   scenarios: Scenario[]
   /** Server labels in run order, reference first. */

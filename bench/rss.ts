@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 
-function statusKb(pid: number, field: 'VmHWM' | 'VmRSS'): number {
+/** A memory figure of /proc/PID/status, in kB (0 when absent). */
+export function statusKb(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   const match = readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'))
   return match ? Number(match[1]) : 0
 }

@@ -293,13 +293,15 @@ async function measure(options: BenchOptions, pinning: Pinning, cleanup: Cleanup
   notes.push(`the run took ${took}`)
 
   const report = {
-    date: new Date(),
-    command: commandLine(options),
-    mode: modeLine(options),
-    machine: machineSummary(),
-    software: await softwareLine(runtimes),
-    pinning: pinning.note,
-    service,
+    facts: [
+      `Date: ${new Date().toISOString()}`,
+      `Command: \`${commandLine(options)}\``,
+      `Mode: ${modeLine(options)}`,
+      `Machine: ${machineSummary()}`,
+      `Software: ${await softwareLine(runtimes)}`,
+      `Pinning: ${pinning.note}`,
+      `Service: ${service}`,
+    ],
     sizes: options.sizes,
     scenarios: options.scenarios,
     servers: [...targets, ...(twins?.targets ?? [])].map((t) => t.server.label),

@@ -4,10 +4,10 @@
  * no PostgreSQL is given); each process's wall time, rate and peak RSS; the target's plants and counts checked.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { bulkSeed, checkPlantCounts, countPlants } from './bulk-seed.js'
 import { freshDatabase } from './databases.js'
+import { statusKb } from './rss.js'
 import { REPO_DIR, type ServerContext } from './servers.js'
 
 /** Plants moved in a full run and with --quick (CI's smoke run: a few seconds). */
@@ -20,8 +20,7 @@ function watchPeak(child: ChildProcess): () => number {
   let peakKb = 0
   const timer = setInterval(() => {
     try {
-      const match = readFileSync(`/proc/${child.pid}/status`, 'utf8').match(/^VmHWM:\s+(\d+) kB/m)
-      if (match) peakKb = Math.max(peakKb, Number(match[1]))
+      peakKb = Math.max(peakKb, statusKb(child.pid ?? 0, 'VmHWM'))
     } catch {
       // Gone: the last reading stands.
     }
