@@ -9,7 +9,7 @@ import { redactUrl } from '../src/redact.js'
 import { encodeCursor } from '../src/routes/cursor.js'
 import { measureBackupLoad } from './backup-load.js'
 import { bulkSeed, type AccountPlan } from './bulk-seed.js'
-import { Cleanup } from './cleanup.js'
+import { Cleanup, settleAll } from './cleanup.js'
 import { BACKENDS, freshDatabase, postgresVersion, type Backend } from './databases.js'
 import { getPage } from './http.js'
 import { IdBlocks } from './id-pool.js'
@@ -93,8 +93,7 @@ async function seededServer(variant: Variant, options: BenchOptions, context: Se
 /**
  * Everything measured runs on, made ready side by side (seeding is mostly waiting for CLI processes and the
  * database): the reference, every variant on a database of its own, and the backlog twins' databases (their
- * services start later). All settle before a failure is thrown, so cleanup knows
- * every server and schema.
+ * services start later).
  */
 async function prepareServers(options: BenchOptions, context: ServerContext, runtimes: Runtime[]) {
   const starts: Array<Promise<{ target: Target; line?: string }>> = []
@@ -107,9 +106,7 @@ async function prepareServers(options: BenchOptions, context: ServerContext, run
   for (const variant of variantsFor(options, runtimes)) starts.push(seededServer(variant, options, context))
   const wantsTwins = options.scenarios.some((s) => s.compare === 'backlog')
   const twins = wantsTwins ? seedTwins(options.sizes, POSTGRES_URL, context, runtimes[0]?.tag ?? '') : undefined
-  const settled = await Promise.allSettled([...starts, twins])
-  const failed = settled.find((result) => result.status === 'rejected')
-  if (failed) throw failed.reason
+  await settleAll<unknown>(twins ? [...starts, twins] : starts)
   const started = await Promise.all(starts)
   const seededTwins = await twins
   if (seededTwins !== undefined) log(`seeded the backlog twins: ${seededTwins.seeds.length} databases`)

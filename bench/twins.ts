@@ -7,6 +7,7 @@
 import { createServer } from 'node:http'
 import { seedBacklog } from './backlog-seed.js'
 import { bulkSeed, countPlants } from './bulk-seed.js'
+import { settleAll } from './cleanup.js'
 import { scrapeDispatcher, scrapeMetrics } from './claims.js'
 import { BACKENDS, freshDatabase, type Backend } from './databases.js'
 import type { TwinPair } from './report-rows.js'
@@ -100,7 +101,7 @@ async function seedTwin(
   return { backend, backlog, databaseUrl, token: listed?.token ?? '', queued: seeded.queued, line }
 }
 
-/** Seeds both twins of every backend side by side; all settle before a failure is thrown (cleanup knows every schema). */
+/** Seeds both twins of every backend side by side. */
 export async function seedTwins(
   sizes: BenchSizes,
   postgresUrl: string | undefined,
@@ -109,14 +110,11 @@ export async function seedTwins(
 ): Promise<SeededTwins> {
   const receiver = await startReceiver(context)
   const backends = BACKENDS.filter((backend) => backend === 'SQLite' || postgresUrl !== undefined)
-  const settled = await Promise.allSettled(
+  const seeds = await settleAll(
     backends.flatMap((backend) =>
       [false, true].map((backlog) => seedTwin(backend, tag, backlog, sizes, receiver, context, postgresUrl)),
     ),
   )
-  const failed = settled.find((result) => result.status === 'rejected')
-  if (failed) throw failed.reason
-  const seeds = settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []))
   const settings = Object.entries(twinEnv(sizes)).map(([key, value]) => `${key}=${value}`)
   return {
     seeds,
