@@ -1,9 +1,8 @@
 /**
  * Backups under write load (issue 27): a SQLite service's POST /plants throughput while `plantstore backup` copies
- * its store, over without, in interleaved rounds on one service (the order flips every round), so drift of a noisy
- * machine hits both alike. During a "with" run backups follow one another for the whole run: the first has begun
- * copying (its temporary file exists) before wrk starts, and the next starts when one ends. The backups run as an
- * operator's would, a process of their own, on any core (the servers' too); the target is at least 0.8.
+ * its store back to back, over without, in interleaved rounds on one service (the order flips every round). The
+ * first backup has begun copying before wrk starts; the backups run as an operator's would, processes of their own
+ * on any core. The target is at least 0.8.
  */
 import { spawn } from 'node:child_process'
 import { readdirSync, rmSync } from 'node:fs'
@@ -11,58 +10,43 @@ import os from 'node:os'
 import path from 'node:path'
 import { bulkSeed } from './bulk-seed.js'
 import { freshDatabase } from './databases.js'
-import { BLOCK_SIZE, type IdBlocks } from './id-pool.js'
-import type { BenchOptions } from './options.js'
 import { catalogueEnv } from './plants.js'
+import { median, spread } from './report-rows.js'
+import type { RoundsContext } from './rounds.js'
 import { ACCOUNT_NAMES, count } from './scenarios.js'
 import { REPO_DIR, SERVICE_NODE_FLAGS, startService, type Server, type ServerContext } from './servers.js'
-import { max, median, min } from './stats.js'
 import { runWrk, type WrkResult } from './wrk.js'
 
-export const BACKUP_LOAD_TARGET = 0.8
-
-/** What the harness lends the measurement: its CPUs, fresh id blocks and its log. */
-export interface BackupLoadContext {
-  options: BenchOptions
-  loadCpu: number | undefined
-  blocks: IdBlocks
-  log: (line: string) => void
-}
-
-interface Round {
-  without: WrkResult
-  with: WrkResult
-  /** Wall time of each backup that overlapped the measured run, and how much of the run a copy was running. */
-  backupSeconds: number[]
-  covered: number
-}
-
+const TARGET = 0.8
 const LABEL = 'SQLite backup load'
 
-/** Runs `plantstore backup` (built, with the service's node flags) on any core; resolves with its wall time. */
-function backupOnce(databaseUrl: string, target: string, cpus: string | undefined): Promise<number> {
-  const args = [...SERVICE_NODE_FLAGS, path.join(REPO_DIR, 'dist', 'cli', 'main.js'), 'backup', target]
+/** `plantstore backup` (built, with the service's node flags) on every core; resolves with its wall time. */
+function backupOnce(databaseUrl: string, file: string, cpus: string | undefined): Promise<number> {
+  const args = [
+    ...SERVICE_NODE_FLAGS,
+    path.join(REPO_DIR, 'dist', 'cli', 'main.js'),
+    'backup',
+    file,
+    '--database',
+    databaseUrl,
+  ]
   const [command, commandArgs] =
     cpus === undefined ? [process.execPath, args] : ['taskset', ['-c', cpus, process.execPath, ...args]]
   const started = performance.now()
   return new Promise((resolve, reject) => {
-    // The harness runs pinned to the load core; the backup is given every core back, as on a server machine.
-    const child = spawn(command, [...commandArgs, '--database', databaseUrl], {
-      cwd: REPO_DIR,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    })
+    const child = spawn(command, commandArgs, { cwd: REPO_DIR, stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
     child.on('error', reject)
     child.on('close', (code) => {
-      rmSync(target, { force: true })
+      rmSync(file, { force: true })
       if (code !== 0) reject(new Error(`plantstore backup exited with ${code}: ${stderr.trim()}`))
       else resolve((performance.now() - started) / 1000)
     })
   })
 }
 
-/** Backups back to back until `stop()`; `copying` resolves once the first has begun to copy. */
+/** Backups back to back until `stop()` (which gives each one's span); `copying` once the first has begun to copy. */
 function backupLoop(databaseUrl: string, dir: string, cpus: string | undefined) {
   let running = true
   const spans: Array<[number, number]> = []
@@ -77,13 +61,13 @@ function backupLoop(databaseUrl: string, dir: string, cpus: string | undefined) 
       running = false
     }
   })()
+  const begun = () => readdirSync(dir).some((name) => name.startsWith('backup-load-') && name.endsWith('.tmp'))
   const copying = (async () => {
-    const begun = () => readdirSync(dir).some((name) => name.startsWith('backup-load-') && name.endsWith('.tmp'))
     while (running && !begun()) await new Promise((resolve) => setTimeout(resolve, 5))
   })()
   return {
     copying: Promise.race([copying, loop]),
-    async stop(): Promise<Array<[number, number]>> {
+    stop: async () => {
       running = false
       await loop
       return spans
@@ -91,20 +75,13 @@ function backupLoop(databaseUrl: string, dir: string, cpus: string | undefined) 
   }
 }
 
-async function post(server: Server, token: string, seconds: number, context: BackupLoadContext): Promise<WrkResult> {
-  const { connections, threads } = context.options
+async function post(server: Server, token: string, seconds: number, context: RoundsContext): Promise<WrkResult> {
   const result = await runWrk({
-    url: server.url,
-    lua: 'post.lua',
-    seconds,
-    connections,
-    threads,
-    cpu: context.loadCpu,
+    ...{ url: server.url, lua: 'post.lua', seconds, connections: context.options.connections, cpu: context.loadCpu },
     env: {
       PLANTSTORE_BENCH_TOKEN: token,
       PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(),
       PLANTSTORE_BENCH_ID_START: String(context.blocks.take()),
-      PLANTSTORE_BENCH_ID_STRIDE: String(Math.floor(BLOCK_SIZE / threads)),
     },
   })
   if (result.non2xx + result.socketErrors > 0)
@@ -112,13 +89,9 @@ async function post(server: Server, token: string, seconds: number, context: Bac
   return result
 }
 
-async function withBackups(
-  server: Server,
-  token: string,
-  databaseUrl: string,
-  dir: string,
-  context: BackupLoadContext,
-) {
+/** A measured run while backups follow one another: the backups overlapping it and the share of it they covered. */
+async function withBackups(server: Server, token: string, databaseUrl: string, dir: string, context: RoundsContext) {
+  // The harness runs pinned to the load core; the backups get every core back, as on a server machine.
   const cpus = context.loadCpu === undefined ? undefined : `0-${os.cpus().length - 1}`
   const backups = backupLoop(databaseUrl, dir, cpus)
   await backups.copying
@@ -130,41 +103,38 @@ async function withBackups(
   return { wrk, backupSeconds: spans.map(([start, end]) => (end - start) / 1000), covered }
 }
 
-const ratioText = (values: number[]): string =>
-  `${median(values).toFixed(2)} (${min(values).toFixed(2)}–${max(values).toFixed(2)})`
+type Round = { without: WrkResult; with: Awaited<ReturnType<typeof withBackups>> }
 
-function section(plants: number, rounds: Round[], context: BackupLoadContext): string[] {
-  const ratios = rounds.map((round) => round.with.rps / round.without.rps)
-  const rps = (pick: (round: Round) => WrkResult) => Math.round(median(rounds.map((r) => pick(r).rps)))
-  const p99 = (pick: (round: Round) => WrkResult) => median(rounds.map((r) => pick(r).p99Ms)).toFixed(2)
-  const backups = rounds.flatMap((round) => round.backupSeconds)
-  const met = median(ratios) >= BACKUP_LOAD_TARGET ? 'met' : '**missed**'
+function section(plants: number, rounds: Round[], context: RoundsContext): string[] {
+  const ratios = rounds.map((round) => round.with.wrk.rps / round.without.rps)
+  const figures = (pick: (round: Round) => WrkResult) =>
+    `${Math.round(median(rounds.map((r) => pick(r).rps)))} | ${median(rounds.map((r) => pick(r).p99Ms)).toFixed(2)} ms`
+  const backups = rounds.flatMap((round) => round.with.backupSeconds)
+  const { connections, duration } = context.options
   return [
     '## Backups under write load',
     '',
-    `POST /plants with fresh ids (${context.options.connections} connections) on a SQLite service holding ` +
-      `${count(plants)} plants, while \`plantstore backup\` copies its store back to back for the whole run, vs ` +
-      `without; ${rounds.length} interleaved rounds of ${context.options.duration} s (the order flips every round). ` +
-      'The backups run as processes of their own on any core (bench/backup-load.ts).',
+    `POST /plants with fresh ids (${connections} connections) on a SQLite service holding ${count(plants)} plants, ` +
+      `while \`plantstore backup\` copies its store back to back for the whole run, vs without; ${rounds.length} ` +
+      `interleaved rounds of ${duration} s (the order flips every round). The backups run as processes of their ` +
+      'own on any core (bench/backup-load.ts).',
     '',
     '| run | req/s | p99 |',
     '| --- | ---: | ---: |',
-    `| without a backup | ${rps((r) => r.without)} | ${p99((r) => r.without)} ms |`,
-    `| during backups | ${rps((r) => r.with)} | ${p99((r) => r.with)} ms |`,
+    `| without a backup | ${figures((r) => r.without)} |`,
+    `| during backups | ${figures((r) => r.with.wrk)} |`,
     '',
-    `- req/s during backups over without, per round: ${ratioText(ratios)}; target ≥ ${BACKUP_LOAD_TARGET}: ${met}`,
+    `- req/s during backups over without, per round: ${spread(ratios)}; target ≥ ${TARGET}: ` +
+      (median(ratios) >= TARGET ? 'met' : '**missed**'),
     `- backups: ${backups.length} overlapping the measured runs, ${median(backups).toFixed(1)} s each (median, ` +
-      `process start to exit, check included); a backup process ran during ${Math.round(100 * median(rounds.map((r) => r.covered)))}% ` +
-      'of a measured run (median)',
+      `process start to exit, check included); a backup process ran during ` +
+      `${Math.round(100 * median(rounds.map((r) => r.with.covered)))}% of a measured run (median)`,
     '',
   ]
 }
 
-/**
- * Seeds a SQLite store of `--large` plants (bench/bulk-seed.ts), starts the service on it on the servers' core and
- * measures; resolves with the report's section. The service stops afterwards.
- */
-export async function measureBackupLoad(context: BackupLoadContext, servers: ServerContext): Promise<string[]> {
+/** Seeds a SQLite store of `--large` plants, starts a service on it and measures; the report's section. */
+export async function measureBackupLoad(context: RoundsContext, servers: ServerContext): Promise<string[]> {
   const { options, log } = context
   const plants = options.sizes.large
   const databaseUrl = await freshDatabase('SQLite', 'backup_load', servers, undefined)
@@ -175,25 +145,18 @@ export async function measureBackupLoad(context: BackupLoadContext, servers: Ser
   try {
     const rounds: Round[] = []
     for (let n = 1; n <= options.rounds; n++) {
-      const order = n % 2 === 1 ? (['without', 'with'] as const) : (['with', 'without'] as const)
-      let without: WrkResult | undefined
-      let during: Awaited<ReturnType<typeof withBackups>> | undefined
-      for (const kind of order) {
+      const round: Partial<Round> = {}
+      for (const kind of n % 2 === 1 ? ['without', 'with'] : ['with', 'without']) {
         if (options.warmup > 0) await post(server, token, options.warmup, context)
-        if (kind === 'without') without = await post(server, token, options.duration, context)
-        else during = await withBackups(server, token, databaseUrl, servers.tmpDir, context)
+        if (kind === 'without') round.without = await post(server, token, options.duration, context)
+        else round.with = await withBackups(server, token, databaseUrl, servers.tmpDir, context)
       }
-      const done: Round = {
-        without: without!,
-        with: during!.wrk,
-        backupSeconds: during!.backupSeconds,
-        covered: during!.covered,
-      }
+      const done = round as Round
       rounds.push(done)
       log(
         `  backup-load ${n}/${options.rounds}  without ${Math.round(done.without.rps)} req/s, during backups ` +
-          `${Math.round(done.with.rps)} req/s (${(done.with.rps / done.without.rps).toFixed(2)}), ` +
-          `${done.backupSeconds.length} backups`,
+          `${Math.round(done.with.wrk.rps)} req/s (${(done.with.wrk.rps / done.without.rps).toFixed(2)}), ` +
+          `${done.with.backupSeconds.length} backups`,
       )
     }
     return section(plants, rounds, context)

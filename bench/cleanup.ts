@@ -47,3 +47,11 @@ export class Cleanup {
     }
   }
 }
+
+/** Waits for every promise to settle before throwing the first failure, so cleanup knows every server and schema. */
+export async function settleAll<T>(promises: Array<Promise<T>>): Promise<T[]> {
+  const settled = await Promise.allSettled(promises)
+  const failed = settled.find((result) => result.status === 'rejected')
+  if (failed) throw failed.reason
+  return Promise.all(promises)
+}

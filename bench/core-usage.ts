@@ -1,41 +1,35 @@
 import { readFileSync } from 'node:fs'
 
-/** Busy and total jiffies of one CPU, from /proc/stat. */
+/**
+ * Busy and total jiffies of one CPU, from /proc/stat. Busy: user, nice, system and steal (a hypervisor taking the
+ * core); not irq and softirq, which are loopback networking, the benchmark's own traffic.
+ */
 function coreJiffies(cpu: number): { busy: number; total: number } {
   const line = readFileSync('/proc/stat', 'utf8').match(new RegExp(`^cpu${cpu} (.+)$`, 'm'))?.[1] ?? ''
   const fields = line.trim().split(/\s+/).map(Number)
-  // user nice system idle iowait irq softirq steal (guest time is inside user). Busy: user, nice, system and
-  // steal (a hypervisor taking the core). Not irq and softirq: loopback networking, the benchmark's own traffic.
   const [user = 0, nice = 0, system = 0, , , , , steal = 0] = fields
-  const total = fields.slice(0, 8).reduce((sum, n) => sum + n, 0)
-  return { busy: user + nice + system + steal, total }
+  return { busy: user + nice + system + steal, total: fields.slice(0, 8).reduce((sum, n) => sum + n, 0) }
 }
 
-/** CPU time of a process, all threads (utime + stime, in jiffies). */
+/** CPU time of a process, all threads (utime + stime, in jiffies); fields start after the command's ')'. */
 function processJiffies(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  // The command name may hold spaces: fields start after its closing parenthesis.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   return Number(fields[11]) + Number(fields[12])
 }
 
-/** How one core was used over a run, as shares 0..1. */
+/**
+ * How one core was used over a run, as shares 0..1: `own` by the process watched (the server: near 1 means it was
+ * the bottleneck; or wrk), `other` by everything else (other processes, the database, kernel threads writing).
+ */
 export interface CoreShares {
-  /**
-   * The process watched: the server (near 1 means it was the bottleneck; well below, it waited for the disk or
-   * the database, or the load generator could not keep up) or wrk.
-   */
   own: number
-  /**
-   * Everything else busy on that core: other processes (on a shared machine, how far to trust a figure), the
-   * database's processes when they land there, kernel threads writing to disk.
-   */
   other: number
 }
 
 /**
- * How a core was used during a run, from /proc, for a process pinned there. The process's CPU time is sampled
- * while it runs, so a process that exits at the end of the run (wrk) is still counted, all but its last 50 ms.
+ * A core's use during a run, from /proc, for a process pinned there. The process's CPU time is sampled while it
+ * runs, so one that exits at the end of the run (wrk) is still counted, all but its last 50 ms.
  */
 export class CoreUsage {
   private core = { busy: 0, total: 0 }

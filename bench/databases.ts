@@ -1,15 +1,45 @@
 import path from 'node:path'
+import Database from 'better-sqlite3'
+import postgres from 'postgres'
 import { redactUrl } from '../src/redact.js'
-import { createBenchSchema } from './postgres.js'
 import type { ServerContext } from './servers.js'
 
 export const BACKENDS = ['SQLite', 'PostgreSQL'] as const
 export type Backend = (typeof BACKENDS)[number]
 
+const sqliteFile = (databaseUrl: string): string | undefined =>
+  databaseUrl.startsWith('sqlite:') ? databaseUrl.slice('sqlite:'.length) : undefined
+
+/** Runs `use` on a connection of its own to a postgres:// URL, closed afterwards. */
+export async function withPostgres<T>(url: string, use: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    return await use(sql)
+  } finally {
+    await sql.end()
+  }
+}
+
+/** Runs `use` on a SQLite file, opened for it alone (read-only unless `write`). */
+export function withSqlite<T>(file: string, use: (db: Database.Database) => T, write = false): T {
+  const db = new Database(file, write ? { timeout: 10_000 } : { readonly: true })
+  try {
+    return use(db)
+  } finally {
+    db.close()
+  }
+}
+
+/** The rows of a query ($1, $2… parameters) on either backend. */
+export async function queryRows<T>(databaseUrl: string, query: string, params: string[] = []): Promise<T[]> {
+  const file = sqliteFile(databaseUrl)
+  if (file === undefined) return withPostgres(databaseUrl, async (sql) => [...(await sql.unsafe(query, params))] as T[])
+  return withSqlite(file, (db) => db.prepare(query.replace(/\$\d+/g, '?')).all(...params) as T[])
+}
+
 /**
  * An empty database for one server of the run: a SQLite file in the temp folder, or a PostgreSQL schema of its own
- * (dropped by cleanup). `name` tells the run's databases apart: letters, digits and '_' only, as it names the
- * schema too.
+ * (`plantstore_bench_PID_NAME`, dropped by cleanup). `name` holds letters, digits and '_' only.
  */
 export async function freshDatabase(
   backend: Backend,
@@ -19,8 +49,20 @@ export async function freshDatabase(
 ): Promise<string> {
   if (backend === 'SQLite') return `sqlite:${path.join(context.tmpDir, `${name}.db`)}`
   if (postgresUrl === undefined) throw new Error('PostgreSQL: no server URL (PLANTSTORE_BENCH_POSTGRES_URL)')
-  const schema = await createBenchSchema(postgresUrl, name)
-  context.cleanup.add(`drop schema ${schema.name}`, schema.drop)
-  process.stdout.write(`PostgreSQL: schema ${schema.name} at ${redactUrl(postgresUrl)}\n`)
-  return schema.databaseUrl
+  const schema = `plantstore_bench_${process.pid}_${name}`
+  const drop = () =>
+    withPostgres(postgresUrl, async (sql) => void (await sql`drop schema if exists ${sql(schema)} cascade`))
+  await drop()
+  await withPostgres(postgresUrl, async (sql) => void (await sql`create schema ${sql(schema)}`))
+  context.cleanup.add(`drop schema ${schema}`, drop)
+  process.stdout.write(`PostgreSQL: schema ${schema} at ${redactUrl(postgresUrl)}\n`)
+  const url = new URL(postgresUrl)
+  url.searchParams.set('search_path', schema)
+  return url.toString()
+}
+
+/** The server's version line, for the report. */
+export async function postgresVersion(url: string): Promise<string> {
+  const [row] = await queryRows<{ version: string }>(url, 'select version()')
+  return row?.version.split(' on ')[0] ?? 'unknown'
 }

@@ -13,15 +13,15 @@ export interface Pinning {
   note: string
 }
 
-/** Exits with the install hint when wrk is missing (it is the load generator; there is no fallback). */
+/** Exits with the install hint when wrk, the load generator, is missing. */
 export function requireWrk(): void {
   if (existsSync(WRK)) return
   process.stderr.write('bench: wrk not found at /usr/bin/wrk; install wrk: sudo apt-get install wrk\n')
   process.exit(1)
 }
 
+/** wrk -v prints its version line (and exits non-zero). */
 export function wrkVersion(): string {
-  // wrk -v prints its version line and exits non-zero.
   const result = spawnSync(WRK, ['-v'], { encoding: 'utf8' })
   return (
     (result.stdout + result.stderr)
@@ -31,28 +31,20 @@ export function wrkVersion(): string {
   )
 }
 
-/** The CPUs this process may use (a container may allow, say, 2-3 only). */
-function allowedCpus(): number[] {
-  const line = readFileSync('/proc/self/status', 'utf8').match(/^Cpus_allowed_list:\s*(.+)$/m)?.[1] ?? ''
-  return line.split(',').flatMap((part) => {
+export function detectPinning(): Pinning {
+  // The CPUs this process may use (a container may allow, say, 2-3 only).
+  const list = readFileSync('/proc/self/status', 'utf8').match(/^Cpus_allowed_list:\s*(.+)$/m)?.[1] ?? ''
+  const cpus = list.split(',').flatMap((part) => {
     const [from, to] = part.split('-').map(Number)
     if (from === undefined || Number.isNaN(from)) return []
     return Array.from({ length: (to ?? from) - from + 1 }, (_, i) => from + i)
   })
-}
-
-export function detectPinning(): Pinning {
-  const cpus = allowedCpus()
   const [serverCpu, loadCpu] = cpus
-  if (!existsSync(TASKSET)) return { serverCpu: undefined, loadCpu: undefined, note: 'not pinned: taskset missing' }
-  if (serverCpu === undefined || loadCpu === undefined) {
-    return { serverCpu: undefined, loadCpu: undefined, note: `not pinned: only CPU ${cpus.join(',')} available` }
-  }
-  return {
-    serverCpu,
-    loadCpu,
-    note: `servers on CPU ${serverCpu}, wrk and the harness on CPU ${loadCpu} (taskset)`,
-  }
+  const none = { serverCpu: undefined, loadCpu: undefined }
+  if (!existsSync(TASKSET)) return { ...none, note: 'not pinned: taskset missing' }
+  if (serverCpu === undefined || loadCpu === undefined)
+    return { ...none, note: `not pinned: only CPU ${list} available` }
+  return { serverCpu, loadCpu, note: `servers on CPU ${serverCpu}, wrk and the harness on CPU ${loadCpu} (taskset)` }
 }
 
 /** The command line that runs `command` on `cpu` (unchanged when not pinning). */
@@ -60,10 +52,7 @@ export function pinned(cpu: number | undefined, command: string, args: string[])
   return cpu === undefined ? [command, args] : [TASKSET, ['-c', String(cpu), command, ...args]]
 }
 
-/**
- * Moves the harness (all its threads) off the servers' core, so its sampling and the delete scenario's top-ups do
- * not steal from them. Children it starts afterwards inherit this; servers and wrk are pinned on their own.
- */
+/** Moves the harness (all its threads, and the children it starts later) off the servers' core. */
 export function pinSelf(pinning: Pinning): void {
   if (pinning.loadCpu === undefined) return
   execFileSync(TASKSET, ['-a', '-p', '-c', String(pinning.loadCpu), String(process.pid)], { stdio: 'ignore' })
@@ -71,6 +60,5 @@ export function pinSelf(pinning: Pinning): void {
 
 export function machineSummary(): string {
   const model = os.cpus()[0]?.model.trim() ?? 'unknown CPU'
-  const memoryGb = (os.totalmem() / 2 ** 30).toFixed(0)
-  return `${os.cpus().length} cores (${model}), ${memoryGb} GiB RAM, ${os.type()} ${os.release()}`
+  return `${os.cpus().length} cores (${model}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${os.type()} ${os.release()}`
 }

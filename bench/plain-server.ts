@@ -1,14 +1,8 @@
 /**
  * The plain handler: the least a server of the plant store's contract must do, as a user would write it by hand
- * with Fastify 5 on better-sqlite3 or postgres.js. It routes, compares the bearer header with one static token in
- * constant time, reads a keyset page through a prepared statement and serialises it with a response schema, and
- * inserts or deletes with the service's durability (SQLite: WAL, synchronous=FULL, one commit per request;
- * PostgreSQL: one committed statement). No logging, metrics, rate limits, quotas, webhooks or request ids. The
- * benchmark puts the service beside it to show what its features cost. It imports nothing from src/: it runs on the
- * service's schema (seeded by the harness) but shares none of its code.
- *
- * Usage: node plain-server.mjs PORT, with PLANTSTORE_BENCH_DATABASE (sqlite:FILE or a postgres:// URL),
- * PLANTSTORE_BENCH_ACCOUNT (the account name) and PLANTSTORE_BENCH_TOKEN (its token).
+ * with Fastify 5 on better-sqlite3 or postgres.js (bench/README.md), on the service's schema but none of its code.
+ * The harness compiles it alone and runs `node plain-server.mjs PORT` with PLANTSTORE_BENCH_DATABASE (sqlite:FILE
+ * or a postgres:// URL), PLANTSTORE_BENCH_ACCOUNT and PLANTSTORE_BENCH_TOKEN (the account's).
  */
 import { timingSafeEqual } from 'node:crypto'
 import Database from 'better-sqlite3'
@@ -57,8 +51,7 @@ function sqliteStore(file: string, account: string): Store {
 }
 
 async function postgresStore(url: string, account: string): Promise<Store> {
-  // The service's pool size, one query per connection (with the client's default pipelining, throughput falls by
-  // three quarters within a minute of sustained load: see bench/README.md). The option is missing from its types.
+  // The service's pool size, one query per connection, as the service (bench/README.md); missing from its types.
   const sql = postgres(url, { max: Number(process.env.DATABASE_POOL_SIZE) || 10, ...{ max_pipeline: 1 } })
   const [row] = await sql<Array<{ id: string }>>`SELECT id FROM accounts WHERE name = ${account}`
   const accountId = row?.id

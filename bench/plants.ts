@@ -1,12 +1,10 @@
 import { LIST_LIMIT } from './scenarios.js'
 
 /**
- * What a plant shop keeps: common houseplants and garden plants, botanical names and cultivars of the lengths
- * real ones have, most tagged with a kind, some untagged (tag is optional). Plant `id` is entry `id % length`, a
- * rule the seeder (bench/bulk-seed.ts, in JavaScript for SQLite and in SQL for PostgreSQL) and the Lua scripts
- * (bench/lua/common.lua, which get this list through the environment) both apply, so every plant with a given id
- * looks the same whoever stored it. Names hold no '"', '\\', '|' or ';' (the Lua scripts put them into
- * JSON with string.format and receive the list split on '|' and ';').
+ * A plant shop's house and garden plants, botanical names and cultivars of real lengths, some untagged. Plant `id`
+ * is entry `id % length`, the rule the seeders (bench/bulk-seed.ts, in JavaScript and in SQL) and the Lua scripts
+ * (which get this list through the environment) all apply. Names hold no '"', '\\', '|' or ';' (the scripts write
+ * them into JSON with string.format and receive the list split on '|' and ';').
  */
 export const CATALOGUE: ReadonlyArray<{ name: string; tag?: string }> = [
   { name: "Monstera deliciosa 'Thai Constellation'", tag: 'aroid' },
@@ -58,21 +56,10 @@ export function seedPlant(id: number): { id: number; name: string; tag?: string 
   return entry.tag === undefined ? { id, name: entry.name } : { id, name: entry.name, tag: entry.tag }
 }
 
-/**
- * The page after plant `after` of an account holding plants 1..n (n > after + limit) as the service sends it:
- * ascending id, each item exactly a Plant ({name, tag?}).
- */
+/** The page after plant `after` of an account holding plants 1..n (n > after + limit), as the service sends it. */
 export function pageBody(after: number, limit = LIST_LIMIT): string {
   const plants = Array.from({ length: limit }, (_, i) => seedPlant(after + i + 1))
   return JSON.stringify(plants.map(({ name, tag }) => (tag === undefined ? { name } : { name, tag })))
-}
-
-/**
- * The first page of the listed account as the service sends it; the reference server sends these very bytes,
- * and the harness checks the service does too.
- */
-export function listBody(): string {
-  return pageBody(0)
 }
 
 /** The catalogue for the Lua scripts: "name|tag;name|;..." (PLANTSTORE_BENCH_CATALOGUE). */

@@ -1,11 +1,8 @@
 /**
- * The reference server: bare node:http doing the least the service must do per request (route, compare the
- * bearer header, parse or send JSON) with nothing behind it: the practical ceiling of Node on this machine.
- * The harness compiles this file to plain JavaScript and runs it with node, like the service's dist/, so neither
- * pays for a TypeScript loader. Only node: imports, so it compiles alone.
- *
- * Usage: node reference-server.mjs PORT, with PLANTSTORE_BENCH_TOKEN and PLANTSTORE_BENCH_LIST_BODY (the
- * pre-serialised JSON array every GET /plants answers: the same bytes the seeded service sends).
+ * The reference server: bare node:http doing the least the service must do per request (route, compare the bearer
+ * header, parse or send JSON) with nothing behind it, the practical ceiling of Node here. Compiled alone (node:
+ * imports only): `node reference-server.mjs PORT` with PLANTSTORE_BENCH_TOKEN and PLANTSTORE_BENCH_LIST_BODY (the
+ * bytes every GET /plants answers: the seeded service's first page).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 

@@ -1,11 +1,7 @@
-/**
- * What every section of the report builds on: the measured runs, a server's medians across rounds, and how
- * figures are written.
- */
+/** What the report's sections build on: the measured runs, a server's medians across rounds, how figures read. */
 import type { DispatcherCounts } from './claims.js'
 import type { CoreShares } from './core-usage.js'
 import type { AccountKey, BenchSizes, Scenario } from './scenarios.js'
-import { max, median, min } from './stats.js'
 import type { WrkResult } from './wrk.js'
 
 export const REFERENCE = 'reference'
@@ -18,28 +14,21 @@ export interface TwinPair {
 }
 
 export interface ReportContext {
-  date: Date
-  command: string
-  mode: string
-  machine: string
-  software: string
-  pinning: string
-  service: string
+  /** The run's facts, "Key: value" each (date, command, machine, software…). */
+  facts: string[]
   sizes: BenchSizes
   scenarios: Scenario[]
   /** Server labels in run order, reference first. */
   servers: string[]
   /** Each service's label → the label of the plain handler on the same backend and Node. */
   plain: Record<string, string>
-  /** The backlog scenarios' twin services per backend (their labels are in `servers` too). */
   twins: TwinPair[]
   measurements: Measurement[]
-  /** How the databases were filled, a line each. */
+  /** How the databases were filled, the notes, failed checks (writes acknowledged but lost): a line each. */
   seeding: string[]
   notes: string[]
-  /** Failed checks other than error responses (writes acknowledged but not stored), a line each. */
   problems: string[]
-  /** Sections of measurements made apart from the scenarios' rounds (bench/backup-load.ts), Markdown lines. */
+  /** Sections measured apart from the scenarios' rounds (bench/backup-load.ts), Markdown lines. */
   sections: string[]
 }
 
@@ -48,17 +37,15 @@ export interface Measurement {
   scenario: string
   round: number
   server: string
-  /** The account the run read or wrote. */
   account: AccountKey
   wrk: WrkResult
   rssBytes: number
-  /** How the server's and wrk's cores were used during the run; undefined when not pinned. */
   core: CoreReport | undefined
   /** Backlog scenarios: the webhook dispatcher's work during the run, from the service's metrics. */
   dispatcher?: DispatcherCounts
 }
 
-/** The server's core (own: the server) and the load generator's core (own: wrk). */
+/** The server's core (own: the server) and wrk's core (own: wrk); undefined when not pinned. */
 export interface CoreReport {
   server: CoreShares
   load: CoreShares
@@ -78,13 +65,20 @@ export interface Row {
   serverCpuPct: number | undefined
   otherCpuPct: number | undefined
   loadOtherPct: number | undefined
-  /** Reference scenarios: service req/s over the reference's, per round (empty for the reference itself). */
+  /** Req/s over the reference's per round (empty for the reference), and a service's over its plain handler's. */
   ratios: number[]
-  /** Reference scenarios, services: req/s over the plain handler's of the same backend and Node, per round. */
   vsPlain: number[]
 }
 
-function corePct(measurements: Measurement[], share: (core: CoreReport) => number): number | undefined {
+/** Median of a non-empty list (mean of the middle two for an even count). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  if (sorted.length % 2 === 1) return sorted[middle] ?? NaN
+  return ((sorted[middle - 1] ?? NaN) + (sorted[middle] ?? NaN)) / 2
+}
+
+function corePct(measurements: Measurement[], share: (core: CoreReport) => number) {
   if (measurements.some((m) => m.core === undefined)) return undefined
   return median(measurements.map((m) => (m.core ? share(m.core) : 0) * 100))
 }
@@ -98,15 +92,10 @@ function perRound(own: Measurement[], measurements: Measurement[], baseline: str
 }
 
 /** A server's row in one scenario; `plain`, the plain handler a service is compared with too. */
-export function rowFor(
-  measurements: Measurement[],
-  server: string,
-  account: AccountKey,
-  plain?: string,
-): Row | undefined {
+export function rowFor(measurements: Measurement[], server: string, account: AccountKey, plain?: string) {
   const own = measurements.filter((m) => m.server === server && m.account === account)
   if (own.length === 0) return undefined
-  return {
+  const row: Row = {
     server,
     account,
     rps: median(own.map((m) => m.wrk.rps)),
@@ -121,26 +110,31 @@ export function rowFor(
     ratios: perRound(own, measurements, REFERENCE),
     vsPlain: perRound(own, measurements, plain),
   }
+  return row
+}
+
+/** Per round, `over`'s run against `under`'s of the same round: req/s, p50 and p99 ratios (empty when none pair). */
+export function pairRatios(over: Measurement[], under: Measurement[]) {
+  const pairs = over.flatMap((o) => under.filter((u) => u.round === o.round).map((u) => [o.wrk, u.wrk] as const))
+  const ratios = (pick: (w: WrkResult) => number) => pairs.map(([o, u]) => pick(o) / pick(u))
+  return { rps: ratios((w) => w.rps), p50: ratios((w) => w.p50Ms), p99: ratios((w) => w.p99Ms) }
 }
 
 export const int = (n: number): string => Math.round(n).toLocaleString('en-US')
 export const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n.toFixed(1))
 export const ratio = (r: number): string => r.toFixed(2)
 export const pct = (n: number | undefined): string => (n === undefined ? 'n/a' : `${n.toFixed(0)}%`)
+/** "0.42 (0.40–0.45)": median (min–max); '' for none. */
 export const spread = (values: number[]): string =>
-  `${ratio(median(values))} (${ratio(min(values))}–${ratio(max(values))})`
+  values.length === 0 ? '' : `${ratio(median(values))} (${ratio(Math.min(...values))}–${ratio(Math.max(...values))})`
 
-export function ratioText(row: Row): string {
-  if (row.ratios.length === 0) return row.server === REFERENCE ? '1.00 (itself)' : 'n/a'
-  return spread(row.ratios)
-}
-
-/** "0.42 (0.40–0.45)" for a service; '' for a server without a plain handler to compare with. */
-export function plainText(row: Row): string {
-  return row.vsPlain.length === 0 ? '' : spread(row.vsPlain)
-}
-
-export function errorText(row: Row): string {
-  if (row.non2xx === 0 && row.socketErrors === 0) return '0'
-  return `**${int(row.non2xx)} non-2xx, ${int(row.socketErrors)} socket**`
+/** The columns every scenario table starts with, after the server (and account). */
+export const ROW_HEADER = 'req/s | p50 ms | p99 ms | peak RSS MiB | errors | server core: own / other | wrk core: other'
+export function rowCells(r: Row): string {
+  const errors =
+    r.non2xx === 0 && r.socketErrors === 0 ? '0' : `**${int(r.non2xx)} non-2xx, ${int(r.socketErrors)} socket**`
+  return (
+    `${int(r.rps)} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${r.rssMiB.toFixed(0)} | ${errors} | ` +
+    `${pct(r.serverCpuPct)} / ${pct(r.otherCpuPct)} | ${pct(r.loadOtherPct)}`
+  )
 }

@@ -1,14 +1,14 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 
-function statusKb(pid: number, field: 'VmHWM' | 'VmRSS'): number {
+/** A memory figure of /proc/PID/status, in kB (0 when absent). */
+export function statusKb(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   const match = readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'))
   return match ? Number(match[1]) : 0
 }
 
 /**
- * Peak resident memory of a process over one run. Linux resets a process's VmHWM when "5" is written to its
- * clear_refs, so VmHWM read at the end is the run's exact peak; where that is not allowed, VmRSS is sampled
- * instead (and may miss short spikes).
+ * Peak resident memory of a process over one run. Writing "5" to its clear_refs resets its VmHWM, so VmHWM read at
+ * the end is the run's exact peak; where that is not allowed, VmRSS is sampled instead (and may miss spikes).
  */
 export class PeakRss {
   private sampled = 0
@@ -29,10 +29,9 @@ export class PeakRss {
 
   /** The peak in bytes. */
   stop(): number {
-    if (this.timer) clearInterval(this.timer)
+    clearInterval(this.timer)
     this.sample()
-    const peakKb = this.reset ? Math.max(this.sampled, statusKb(this.pid, 'VmHWM')) : this.sampled
-    return peakKb * 1024
+    return (this.reset ? Math.max(this.sampled, statusKb(this.pid, 'VmHWM')) : this.sampled) * 1024
   }
 
   private sample(): void {

@@ -1,51 +1,40 @@
 /**
- * The Node binaries the servers run on: the one running the harness (the first `node` on PATH) and any given with
- * `--node PATH`, so Node versions compare side by side in one run. The reference and the backlog twins run on the
- * first only.
- *
- * better-sqlite3 is a native module built for one Node ABI. For a binary of another ABI, the harness builds a copy
- * of it against that binary's headers (`npm rebuild` with npm_config_nodedir, as the npm registry's `node`
- * package and the official tarballs ship them in ../include/node), kept in node_modules/.cache/plantstore-bench/
- * for the next run, and runs the service from a folder of its own: a copy of dist/ and package.json beside a
- * node_modules of links to the project's packages but for better-sqlite3, which links to that copy. A copy of dist/
- * rather than a link, since Node resolves packages from a module's real path; no NODE_PATH, which ES modules ignore.
+ * What the services and plain handlers run on: the harness's node (the first on PATH), each `--node PATH`, and each
+ * `--service DIR`'s build (bench/README.md). better-sqlite3 is a native module built for one Node ABI: for a binary
+ * of another, the harness builds a copy against that binary's headers, cached in node_modules/.cache/plantstore-bench/,
+ * and runs the service from a folder of its own: a copy of dist/ (Node resolves packages from a module's real path;
+ * ES modules ignore NODE_PATH) beside a node_modules of links to the project's packages, better-sqlite3 the copy.
  */
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs'
-import { writeFileSync, symlinkSync } from 'node:fs'
+import { symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { compileScript, REPO_DIR, type Runtime, type ServerContext } from './servers.js'
+import {
+  compileScript,
+  nodeFlagsOf,
+  REPO_DIR,
+  SERVICE_NODE_FLAGS,
+  type Runtime,
+  type ServerContext,
+} from './servers.js'
 
 const run = promisify(execFile)
 const MODULES = path.join(REPO_DIR, 'node_modules')
-const CACHE = path.join(MODULES, '.cache', 'plantstore-bench')
 
-async function versionsOf(node: string): Promise<{ version: string; abi: string }> {
-  try {
-    const { stdout } = await run(node, ['-p', 'process.version + " " + process.versions.modules'], { encoding: 'utf8' })
-    const [version = '', abi = ''] = stdout.trim().split(' ')
-    return { version, abi }
-  } catch (err) {
-    throw new Error(`--node ${node}: cannot run it (${(err as Error).message.split('\n')[0]})`)
-  }
-}
-
-/** better-sqlite3 built for `node`'s ABI: from the cache, else built now (about a minute) and cached. */
+/** better-sqlite3 built for `node`'s ABI: from the cache, else built now (a minute or two) and cached. */
 async function betterSqliteFor(node: string, version: string, abi: string, log: (line: string) => void) {
   const own = path.join(MODULES, 'better-sqlite3')
-  const { version: moduleVersion } = JSON.parse(readFileSync(path.join(own, 'package.json'), 'utf8')) as {
-    version: string
-  }
-  const cached = path.join(CACHE, `better-sqlite3-${moduleVersion}-abi${abi}`)
+  const moduleVersion = (JSON.parse(readFileSync(path.join(own, 'package.json'), 'utf8')) as { version: string })
+    .version
+  const cached = path.join(MODULES, '.cache', 'plantstore-bench', `better-sqlite3-${moduleVersion}-abi${abi}`)
   const built = path.join(cached, 'node_modules', 'better-sqlite3')
   if (existsSync(path.join(built, 'build', 'Release', 'better_sqlite3.node'))) return built
   const nodedir = path.dirname(path.dirname(realpathSync(node)))
   if (!existsSync(path.join(nodedir, 'include', 'node', 'node_api.h'))) {
     throw new Error(
-      `--node ${node}: better-sqlite3 must be built for Node ${version}, and no headers are at ` +
-        `${nodedir}/include/node; use a Node distribution that ships them (an official tarball, or the npm ` +
-        "registry's node package: npm install --no-save --prefix DIR node@26)",
+      `--node ${node}: better-sqlite3 must be built for Node ${version}, and no headers are at ${nodedir}/include/node; ` +
+        "use a distribution that ships them (an official tarball, or the npm registry's node package)",
     )
   }
   log(`building better-sqlite3 ${moduleVersion} for Node ${version} (a minute or two; kept in ${cached})`)
@@ -53,21 +42,13 @@ async function betterSqliteFor(node: string, version: string, abi: string, log: 
   rmSync(staging, { recursive: true, force: true })
   mkdirSync(path.join(staging, 'node_modules'), { recursive: true })
   writeFileSync(path.join(staging, 'package.json'), '{ "private": true }\n')
-  cpSync(own, path.join(staging, 'node_modules', 'better-sqlite3'), {
-    recursive: true,
-    filter: (source) => source !== path.join(own, 'build'),
-  })
+  const filter = (source: string) => source !== path.join(own, 'build')
+  cpSync(own, path.join(staging, 'node_modules', 'better-sqlite3'), { recursive: true, filter })
   try {
     // Its install script tries prebuild-install first, which would look for a download; straight to node-gyp.
-    await run('npm', ['rebuild', 'better-sqlite3'], {
-      cwd: staging,
-      env: {
-        ...process.env,
-        PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}`,
-        npm_config_nodedir: nodedir,
-        npm_config_build_from_source: 'true',
-      },
-    })
+    const PATH = `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}`
+    const env = { ...process.env, PATH, npm_config_nodedir: nodedir, npm_config_build_from_source: 'true' }
+    await run('npm', ['rebuild', 'better-sqlite3'], { cwd: staging, env })
   } catch (err) {
     rmSync(staging, { recursive: true, force: true })
     const { stderr, message } = err as { stderr?: string; message: string }
@@ -78,11 +59,7 @@ async function betterSqliteFor(node: string, version: string, abi: string, log: 
   return built
 }
 
-/**
- * A folder the servers of `node` run from: the service's dist/ (copied) and a node_modules of links to the
- * project's packages, better-sqlite3 built for this binary. The node_modules is the project's own when the ABI is
- * the harness's.
- */
+/** The folder `node`'s servers run from (its dist/ entry point returned); the project's own for the harness's ABI. */
 async function runtimeFolder(node: string, version: string, abi: string, dir: string, log: (line: string) => void) {
   mkdirSync(dir)
   if (abi === process.versions.modules) {
@@ -91,42 +68,70 @@ async function runtimeFolder(node: string, version: string, abi: string, dir: st
   }
   const betterSqlite = await betterSqliteFor(node, version, abi, log)
   mkdirSync(path.join(dir, 'node_modules'))
-  for (const entry of readdirSync(MODULES)) {
-    if (entry.startsWith('.')) continue
-    const target = entry === 'better-sqlite3' ? betterSqlite : path.join(MODULES, entry)
-    symlinkSync(target, path.join(dir, 'node_modules', entry))
+  for (const entry of readdirSync(MODULES).filter((name) => !name.startsWith('.'))) {
+    symlinkSync(
+      entry === 'better-sqlite3' ? betterSqlite : path.join(MODULES, entry),
+      path.join(dir, 'node_modules', entry),
+    )
   }
   // package.json too: it makes dist/ ES modules, and the service reads its version from it.
   cpSync(path.join(REPO_DIR, 'package.json'), path.join(dir, 'package.json'))
   cpSync(path.join(REPO_DIR, 'dist'), path.join(dir, 'dist'), { recursive: true })
-  const main = path.join(dir, 'dist', 'cli', 'main.js')
-  // Loading better-sqlite3 here fails now, with its own message, rather than at the service's start.
+  // Loading better-sqlite3 fails now, with its own message, rather than at the service's start.
   await run(node, ['-e', 'new (require("better-sqlite3"))(":memory:").close()'], { cwd: dir }).catch((err) => {
     throw new Error(`better-sqlite3 does not load on Node ${version}: ${(err as Error).message}`)
   })
-  return main
+  return path.join(dir, 'dist', 'cli', 'main.js')
 }
 
-/** The harness's node first, then each of `others`; each ready to run the service and the plain handler. */
+/**
+ * Another checkout's build (--service DIR) on the harness's node: its dist/ resolves its own node_modules, it runs
+ * with its own node flags and its CLI seeds its databases; labelled by its commit. Its plain handler is this one's.
+ */
+function checkoutRuntime(dir: string, first: Runtime): Runtime {
+  const serviceMain = path.join(dir, 'dist', 'cli', 'main.js')
+  if (!existsSync(serviceMain) || !existsSync(path.join(dir, 'node_modules'))) {
+    throw new Error(`--service ${dir}: no dist/cli/main.js or node_modules there (npm ci && npm run build)`)
+  }
+  const git = (args: string[]) => execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8' }).trim()
+  const changed = git(['status', '--porcelain', '--', 'src']) === '' ? '' : '+changes'
+  const tag = `${first.tag} at ${git(['rev-parse', '--short', 'HEAD'])}${changed}`
+  return { ...first, tag, serviceMain, nodeFlags: nodeFlagsOf(path.join(dir, 'bin', 'plantstore.js')), checkout: dir }
+}
+
+/** The harness's node, then each of `others` (each another version), then the builds of other `checkouts`. */
 export async function prepareRuntimes(
   others: string[],
   context: ServerContext,
   log: (line: string) => void,
+  checkouts: string[] = [],
 ): Promise<Runtime[]> {
   const binaries = [process.execPath, ...others.map((node) => path.resolve(node))]
-  const found = await Promise.all(binaries.map(versionsOf))
+  const found = await Promise.all(
+    binaries.map(async (node) => {
+      const script = 'process.version + " " + process.versions.modules'
+      const { stdout } = await run(node, ['-p', script], { encoding: 'utf8' }).catch((err: Error) => {
+        throw new Error(`--node ${node}: cannot run it (${err.message.split('\n')[0]})`)
+      })
+      const [version = '', abi = ''] = stdout.trim().split(' ')
+      return { node, version, abi }
+    }),
+  )
   const versions = found.map((f) => f.version)
   const duplicate = versions.find((version, i) => versions.indexOf(version) !== i)
   if (duplicate !== undefined) throw new Error(`--node: Node ${duplicate} twice; each binary must be another version`)
-  const majors = versions.map((version) => version.split('.')[0] ?? version)
+  const majors = versions.map((version) => version.split('.')[0])
   const byMajor = new Set(majors).size === majors.length
   const runtimes: Runtime[] = []
-  for (const [i, node] of binaries.entries()) {
-    const { version, abi } = found[i] as { version: string; abi: string }
+  for (const { node, version, abi } of found) {
     const dir = path.join(context.tmpDir, `node-${version}`)
     const serviceMain = await runtimeFolder(node, version, abi, dir, log)
     const tag = binaries.length === 1 ? '' : ` on Node ${byMajor ? version.slice(1).split('.')[0] : version}`
-    runtimes.push({ node, version, tag, serviceMain, plainServer: compileScript('plain-server', dir) })
+    const plainServer = compileScript('plain-server', dir)
+    runtimes.push({ node, version, tag, serviceMain, nodeFlags: SERVICE_NODE_FLAGS, plainServer })
   }
-  return runtimes
+  const all = [...runtimes, ...checkouts.map((dir) => checkoutRuntime(path.resolve(dir), runtimes[0] as Runtime))]
+  const tags = all.map((runtime) => runtime.tag)
+  if (new Set(tags).size !== tags.length) throw new Error(`--service: two builds labelled alike (${tags.join(',')})`)
+  return all
 }

@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
-import { request } from 'node:http'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 import type { Cleanup } from './cleanup.js'
+import { getPage } from './http.js'
 import { pinned } from './machine.js'
 
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
@@ -22,22 +22,20 @@ export function nodeFlagsOf(binFile: string): string[] {
 /** The node flags the service runs with in production. */
 export const SERVICE_NODE_FLAGS = nodeFlagsOf(path.join(REPO_DIR, 'bin', 'plantstore.js'))
 
-/** The per-token rate limit the services run with: on, far above what one wrk connection set can send. */
-export const BENCH_RATE_LIMIT = '1000000/s'
-
 /**
- * The plants quota the services run with: on (every insert checks the account's count), far above what a run
- * adds. At the default of 1,000,000 a full run's POSTs filled the listed account in its fifth round, and every
- * later POST was a 409.
+ * The settings every service runs with: every feature on, as in production, at limits a run never reaches (a 429
+ * or 409 fails the run). At the default quota a full run's POSTs filled the listed account in its fifth round; the
+ * default page budget fits 50 connections of limit=20 pages exactly.
  */
-export const BENCH_PLANT_QUOTA = '999999999'
-
-/**
- * The page budget the services run with: on (every GET /plants takes and gives back its rows), far above what a run
- * holds. The default (1,000 rows per account) fits the 50 connections of limit=20 pages exactly; `--connections`
- * above 50 would meet it, and a 429 fails the run.
- */
-export const BENCH_PAGE_ROWS = '100000000'
+export const SERVICE_ENV: Readonly<Record<string, string>> = {
+  LOG_LEVEL: 'info',
+  DATABASE_MIGRATE_ON_START: 'false',
+  PLANTSTORE_RATE_LIMIT: '1000000/s',
+  PLANTSTORE_ACCOUNT_RATE_LIMIT: '1000000/s',
+  PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: '999999999',
+  PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT: '100000000',
+  PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS: '100000000',
+}
 
 export interface Server {
   /** 'reference', 'SQLite', 'SQLite plain', 'PostgreSQL on Node 26'…: the report's row names. */
@@ -47,17 +45,19 @@ export interface Server {
   stop(): Promise<void>
 }
 
-/** A Node binary the servers run on (bench/runtimes.ts prepares one per `--node`). */
+/** A Node binary, or another checkout's build, the servers run on (bench/runtimes.ts: one per --node, --service). */
 export interface Runtime {
-  /** The node binary. */
   node: string
   /** "v26.10.0". */
   version: string
-  /** What labels its servers in a run of several binaries (" on Node 26"); empty when it is the only one. */
+  /** What labels its servers (" on Node 26", " at 4994c10"); empty for the harness's own in a run of one. */
   tag: string
-  /** The service's entry point run with this binary. */
+  /** The service's entry point, and the node flags of its bin/plantstore.js. */
   serviceMain: string
-  /** The plain handler (bench/plain-server.ts) compiled where its packages resolve for this binary. */
+  nodeFlags: string[]
+  /** Another checkout, whose build runs beside this one's (--service DIR): a service only, no plain handler. */
+  checkout?: string
+  /** The plain handler compiled where its packages resolve for this binary. */
   plainServer: string
 }
 
@@ -79,28 +79,18 @@ function freePort(): Promise<number> {
   })
 }
 
-function statusOf(url: string, token: string): Promise<number> {
-  return new Promise((resolve) => {
-    const req = request(`${url}/plants?limit=1`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
-      res.resume()
-      resolve(res.statusCode ?? 0)
-    })
-    req.once('error', () => resolve(0))
-    req.end()
-  })
-}
-
-/**
- * Ready means an authenticated request succeeds, not merely listening: the service creates the bootstrap token
- * only after it listens.
- */
+/** Ready means an authenticated request succeeds, not merely listening. */
 async function waitReady(child: ChildProcess, url: string, token: string, label: string, logFile: string) {
   const deadline = Date.now() + 30_000
   while (Date.now() < deadline) {
     if (child.exitCode !== null) {
       throw new Error(`${label} exited with ${child.exitCode} at start:\n${readFileSync(logFile, 'utf8').trim()}`)
     }
-    if ((await statusOf(url, token)) === 200) return
+    const status = await getPage(url, token, '/plants?limit=1').then(
+      (page) => page.status,
+      () => 0,
+    )
+    if (status === 200) return
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
   throw new Error(`${label} was not ready within 30 s (stderr in ${logFile})`)
@@ -125,9 +115,8 @@ export function slug(label: string): string {
 }
 
 /**
- * Starts a server process with `node` (the harness's by default), pinned to the servers' core. Its stdout (the
- * service's request logs: the benchmark measures with logging on) goes to /dev/null; stderr goes to a file, read
- * only to explain a failed start.
+ * Starts a server process with `node` on the servers' core. Its stdout (the service's request logs: it is measured
+ * with logging on) goes to /dev/null; stderr to a file, read only to explain a failed start.
  */
 async function startProcess(
   label: string,
@@ -136,16 +125,13 @@ async function startProcess(
   token: string,
   context: ServerContext,
   node = process.execPath,
-) {
+): Promise<Server> {
   const port = await freePort()
   const logFile = path.join(context.tmpDir, `${slug(label)}.stderr.log`)
   const stderr = openSync(logFile, 'w')
   const [command, commandArgs] = pinned(context.cpu, node, args(port))
-  const child = spawn(command, commandArgs, {
-    cwd: REPO_DIR,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', stderr],
-  })
+  const options = { cwd: REPO_DIR, env: { ...process.env, ...env } }
+  const child = spawn(command, commandArgs, { ...options, stdio: ['ignore', 'ignore', stderr] })
   closeSync(stderr)
   context.cleanup.track(child)
   const stop = stopper(child)
@@ -156,36 +142,25 @@ async function startProcess(
 }
 
 /**
- * Compiles bench/NAME.ts, a server standing alone (no import of the project's own modules), to plain JavaScript
- * in `dir`, so it runs with node like the service's dist/ and neither pays for a TypeScript loader; its packages
- * resolve from `dir`'s node_modules.
+ * Compiles bench/NAME.ts, a server standing alone, to plain JavaScript in `dir`, so it runs with node like the
+ * service's dist/ and neither pays for a TypeScript loader; its packages resolve from `dir`'s node_modules.
  */
 export function compileScript(name: string, dir: string): string {
   const source = readFileSync(path.join(BENCH_DIR, `${name}.ts`), 'utf8')
-  const output = ts.transpileModule(source, {
-    compilerOptions: { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 },
-  })
+  const compilerOptions = { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 }
   const file = path.join(dir, `${name}.mjs`)
-  writeFileSync(file, output.outputText)
+  writeFileSync(file, ts.transpileModule(source, { compilerOptions }).outputText)
   return file
 }
 
-/** Starts the reference server, which accepts `token` only and answers every list request with `listBody`. */
+/** The reference server (bench/reference-server.ts): accepts `token` only, answers every list with `listBody`. */
 export function startReference(listBody: string, token: string, context: ServerContext): Promise<Server> {
   const script = compileScript('reference-server', context.tmpDir)
-  return startProcess(
-    'reference',
-    (port) => [script, String(port)],
-    {
-      PLANTSTORE_BENCH_TOKEN: token,
-      PLANTSTORE_BENCH_LIST_BODY: listBody,
-    },
-    token,
-    context,
-  )
+  const env = { PLANTSTORE_BENCH_TOKEN: token, PLANTSTORE_BENCH_LIST_BODY: listBody }
+  return startProcess('reference', (port) => [script, String(port)], env, token, context)
 }
 
-/** Starts the plain handler (bench/plain-server.ts) on a seeded database, accepting the account's `token` only. */
+/** The plain handler (bench/plain-server.ts) on a seeded database, accepting the account's `token` only. */
 export function startPlain(
   label: string,
   databaseUrl: string,
@@ -194,59 +169,26 @@ export function startPlain(
   context: ServerContext,
   runtime: Runtime,
 ): Promise<Server> {
-  return startProcess(
-    label,
-    (port) => [runtime.plainServer, String(port)],
-    { PLANTSTORE_BENCH_DATABASE: databaseUrl, PLANTSTORE_BENCH_ACCOUNT: account, PLANTSTORE_BENCH_TOKEN: token },
-    token,
-    context,
-    runtime.node,
-  )
+  const env = { PLANTSTORE_BENCH_DATABASE: databaseUrl, PLANTSTORE_BENCH_ACCOUNT: account }
+  const args = (port: number) => [runtime.plainServer, String(port)]
+  return startProcess(label, args, { ...env, PLANTSTORE_BENCH_TOKEN: token }, token, context, runtime.node)
 }
 
 /**
- * Starts the built service (dist/) on a database the harness has seeded (bench/bulk-seed.ts): migrated by the CLI
- * (so the service does not migrate on start, as in production) and holding the accounts' tokens; `token` is one
- * of them, to check the service is ready. It runs with the service's node flags (SERVICE_NODE_FLAGS, or a
- * snapshot's: `nodeFlags`), as production does. `nodeArgs` go to node before the script too (the profiler passes
- * --cpu-prof); `env` adds settings (the backlog scenarios' webhook ones); `runtime`, another Node binary.
+ * The built service on a database bulk-seed.ts has migrated and filled (`token` is one of its accounts', to check
+ * it is ready), with SERVICE_ENV and the node flags of its bin/plantstore.js, as in production; `env` adds settings
+ * (the backlog twins'), `runtime` another Node binary or checkout.
  */
 export function startService(
   label: string,
   databaseUrl: string,
   token: string,
   context: ServerContext,
-  {
-    nodeArgs = [],
-    env = {},
-    runtime,
-    nodeFlags = SERVICE_NODE_FLAGS,
-  }: { nodeArgs?: string[]; env?: Record<string, string>; runtime?: Runtime; nodeFlags?: string[] } = {},
+  { env = {}, runtime }: { env?: Record<string, string>; runtime?: Runtime } = {},
 ): Promise<Server> {
   const main = runtime?.serviceMain ?? path.join(REPO_DIR, 'dist', 'cli', 'main.js')
-  return startProcess(
-    label,
-    (port) => [
-      ...nodeFlags,
-      ...nodeArgs,
-      main,
-      'serve',
-      ...['--port', String(port), '--host', '127.0.0.1', '--database', databaseUrl],
-    ],
-    // Every feature on, as in production: the per-token and per-account rate limits count every request, every insert checks the
-    // plants quota and every page takes its rows of the page budget, at limits a run never reaches (a 429 or 409 fails the run).
-    {
-      LOG_LEVEL: 'info',
-      DATABASE_MIGRATE_ON_START: 'false',
-      PLANTSTORE_RATE_LIMIT: BENCH_RATE_LIMIT,
-      PLANTSTORE_ACCOUNT_RATE_LIMIT: BENCH_RATE_LIMIT,
-      PLANTSTORE_MAX_PLANTS_PER_ACCOUNT: BENCH_PLANT_QUOTA,
-      PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT: BENCH_PAGE_ROWS,
-      PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS: BENCH_PAGE_ROWS,
-      ...env,
-    },
-    token,
-    context,
-    runtime?.node,
-  )
+  const flags = runtime?.nodeFlags ?? SERVICE_NODE_FLAGS
+  const serve = [main, 'serve', '--host', '127.0.0.1', '--database', databaseUrl]
+  const args = (port: number) => [...flags, ...serve, '--port', String(port)]
+  return startProcess(label, args, { ...SERVICE_ENV, ...env }, token, context, runtime?.node)
 }
