@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import pino from 'pino'
-import { declareCaller, registerBearerAuth } from './auth/bearer.js'
+import { Authenticator } from './auth/bearer.js'
+import { declareCaller } from './auth/caller.js'
 import { createJwtAuth, type JwtSettings } from './auth/jwt-auth.js'
 import {
   CONNECTION_LIMIT_DEFAULTS,
@@ -25,12 +26,8 @@ import { registerRequestGates, sendRequestId } from './plugins/request-gates.js'
 import { registerUnreadBodyClose } from './socket/unread-body.js'
 import { requestId } from './socket/request-id.js'
 import { Metrics, registerMetrics } from './plugins/metrics.js'
-import {
-  authThrottle,
-  registerAccountRateLimit,
-  registerTokenRateLimit,
-  type RateLimitOptions,
-} from './plugins/rate-limit.js'
+import { AuthThrottle, CallerLimits, type RateLimitOptions } from './limits/rate-limits.js'
+import { registerCallerGate } from './plugins/caller-gate.js'
 import { RequestLog } from './logging/request-log.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
@@ -116,8 +113,8 @@ export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void>
  * 3. the error handler and the JSON body parser, for everything after;
  * 4. the OpenAPI document and /docs; metrics, with the failed-authentication throttle (per client address) shared
  *    with 5;
- * 5. bearer authentication (onRequest), then the per-token rate limit and the per-account one (onRequest too,
- *    after it: they count per authenticated caller; the account counts only what the token's limit let through);
+ * 5. the caller gate (onRequest, for routes that declare a scope): the failed-authentication throttle, bearer
+ *    authentication, the per-token then the per-account rate limit, the scope (plugins/caller-gate.ts);
  * 6. the routes (GET /plants holds the page budget from its route-level preHandler, after the pipelining limit's
  *    app-level one has given the request its turn); then the webhook dispatcher, started once listening.
  * onClose hooks run in reverse order of registration: the log's last flush and the owned resources' hook are
@@ -186,17 +183,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await registerDocs(app, VERSION)
   const limits = options.rateLimit && { ...options.rateLimit, onLimited: metrics.rateLimited }
   // One failure count per client address for API tokens and the metrics token alike.
-  const throttle = limits && authThrottle(app, limits)
+  const throttle = limits && AuthThrottle.from(limits)
   registerMetrics(app, metrics, { token: options.metricsToken, throttle })
   const trustedMs = options.tokenCacheTtlMs ?? 2000
   const verifier = new TokenVerifier(storage.tokens, { ttlMs: trustedMs })
   const jwt = options.jwt && createJwtAuth(options.jwt, storage.tokens, app.log)
-  registerBearerAuth(app, verifier, (reason) => metrics.authFailure(reason), throttle, jwt)
-  // In this order: a request the per-token limit refuses does not spend the account's budget.
-  if (limits) {
-    await registerTokenRateLimit(app, limits)
-    registerAccountRateLimit(app, limits)
-  }
+  const authenticator = new Authenticator(verifier, (reason) => metrics.authFailure(reason), jwt)
+  registerCallerGate(app, { authenticator, throttle, limits: limits && new CallerLimits(limits) })
   await app.register(healthRoutes, { health: storage.health })
   const pageBudget = new PageBudget(options.pageBudget ?? PAGE_BUDGET_DEFAULTS)
   metrics.pagesInProgress(() => pageBudget.inProgress())

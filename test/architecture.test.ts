@@ -95,7 +95,7 @@ const unitOf = (module: string) => module.split('/')[0]!
  */
 const LAYERS: Array<[layer: string, modules: RegExp]> = [
   ['storage', /^storage\//],
-  ['base', /^(errors|native-addon|redact|text-rules|version)\.ts$/],
+  ['base', /^(errors|maybe-async|native-addon|redact|text-rules|version)\.ts$/],
   ['domain', /^(auth|webhooks|limits)\//],
   ['schemas', /^schemas\//],
   ['settings', /^(config|configured-storage)\.ts$/],

@@ -1,69 +1,21 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { ApiError } from '../errors.js'
 import type { AccountDirectory } from './accounts.js'
+import type { Caller } from './caller.js'
 import type { JwtCheck, JwtClaims, JwtVerifier } from './jwt.js'
 import { looksLikeJwt } from './jwt-shapes.js'
-import { TOKEN_PREFIX, type Scope } from './tokens.js'
+import { TOKEN_PREFIX } from './tokens.js'
 import type { TokenCheck, TokenVerifier } from './token-cache.js'
 
 export const REALM = 'plantstore'
 
-/** Slows down clients that keep failing authentication. */
-export interface AuthThrottle {
-  /**
-   * Refuses (429) a client that may not try again yet: throws at once when the count is at hand (kept in this
-   * process), else returns a promise that rejects; undefined when the client may go on at once.
-   */
-  check(request: FastifyRequest): Promise<void> | undefined
-  /** Records a refused token; throws (429) when that attempt crossed the limit. */
-  refused(request: FastifyRequest): Promise<void>
-}
-
 /** Why a request was refused authentication; `metrics`: a wrong PLANTSTORE_METRICS_TOKEN on GET /metrics. */
 export type AuthFailure = 'missing' | 'malformed' | 'unknown' | 'expired' | 'revoked' | 'insufficient_scope' | 'metrics'
-
-/** Who is calling: the account and token behind a verified bearer token. */
-export interface Caller {
-  accountId: number
-  accountName: string
-  /**
-   * The token's id; for a JWT, `jwt:` and its subject, so that each subject is rate-limited on its own. A subject is
-   * unique only within its account: rate limits key it with `accountId`.
-   */
-  tokenId: string
-  scopes: string[]
-  /** When the presented token stops working (ms since the epoch); null for a token without expiry. */
-  expiresAt: number | null
-}
 
 /** JWT access tokens from the operator's identity provider, when configured. */
 export interface JwtAuth {
   verifier: JwtVerifier
   accounts: AccountDirectory
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    caller: Caller | null
-  }
-  interface FastifyContextConfig {
-    /** The scope a route needs; routes without one are public. */
-    scope?: Scope
-  }
-}
-
-/**
- * Gives every request a `caller`, null until bearer authentication sets it. Call it before any route or plugin is
- * registered: a plugin registered earlier (the docs) would otherwise see requests without the property at all.
- */
-export function declareCaller(app: FastifyInstance): void {
-  app.decorateRequest('caller', null)
-}
-
-/** The caller of a route that declares a scope; such a route is never reached unauthenticated. */
-export function callerOf(request: { caller: Caller | null }): Caller {
-  if (request.caller === null) throw new Error('route reached without authentication')
-  return request.caller
 }
 
 // RFC 6750 b64token, bounded so a huge header costs little to hash; 12 KiB holds a provider's JWT with hundreds of
@@ -114,94 +66,77 @@ const REFUSALS = {
   revoked: 'bearer token has been revoked',
 } as const
 
+function tokenCaller(check: TokenCheck & { ok: true }): Caller {
+  const { token } = check
+  return {
+    accountId: token.accountId,
+    accountName: token.accountName,
+    tokenId: token.id,
+    scopes: token.scopes,
+    expiresAt: token.expiresAt?.getTime() ?? null,
+  }
+}
+
 /**
- * Authenticates every route that declares a `scope` in its config, in onRequest:
- * before the body is read, so unauthenticated clients cannot make us parse anything.
- * With `jwt`, a bearer in JWS compact form that does not start with `pst_` is verified as a JWT; anything else is
- * looked up as one of the service's own tokens (a seeded PLANTSTORE_BOOTSTRAP_TOKEN may look like neither).
+ * Finds who is calling from the request's bearer token: one of the service's own tokens or, with `jwt`, a JWT from
+ * the operator's identity provider (a bearer in JWS compact form that does not start with `pst_`; a seeded
+ * PLANTSTORE_BOOTSTRAP_TOKEN may look like neither). Answers at once for a token in the cache; waits only for what is
+ * not at hand. Refusals are thrown as 401s (`missingToken` for no token at all, `invalidToken` otherwise), each
+ * reported to `onRefused` first.
  */
-export function registerBearerAuth(
-  app: FastifyInstance,
-  verifier: TokenVerifier,
-  onRefused: (reason: AuthFailure) => void = () => {},
-  throttle?: AuthThrottle,
-  jwt?: JwtAuth,
-): void {
-  const refuse = (request: FastifyRequest, err: ApiError) => {
-    if (throttle === undefined) throw err
-    return throttle.refused(request).then(() => {
-      throw err
-    })
+export class Authenticator {
+  readonly #verifier: TokenVerifier
+  readonly #onRefused: (reason: AuthFailure) => void
+  readonly #jwt: JwtAuth | undefined
+
+  constructor(verifier: TokenVerifier, onRefused: (reason: AuthFailure) => void, jwt?: JwtAuth) {
+    this.#verifier = verifier
+    this.#onRefused = onRefused
+    this.#jwt = jwt
   }
-  const admit = (request: FastifyRequest, check: TokenCheck) => {
-    if (!check.ok) {
-      onRefused(check.reason)
-      return refuse(request, invalidToken(REFUSALS[check.reason]))
-    }
-    const { token } = check
-    request.caller = {
-      accountId: token.accountId,
-      accountName: token.accountName,
-      tokenId: token.id,
-      scopes: token.scopes,
-      expiresAt: token.expiresAt?.getTime() ?? null,
-    }
-    return undefined
-  }
-  const admitJwt = (request: FastifyRequest, check: JwtCheck, accounts: AccountDirectory) => {
-    if (!check.ok) {
-      onRefused(check.reason)
-      // Why, for the operator; the client learns only that the token is not valid.
-      request.log.info({ reason: check.detail }, 'JWT refused')
-      return refuse(request, invalidToken(REFUSALS[check.reason]))
-    }
-    const { claims } = check
-    const known = accounts.known(claims.account)
-    if (known !== undefined) return void (request.caller = jwtCaller(known, claims))
-    return accounts.resolve(claims.account).then((id) => void (request.caller = jwtCaller(id, claims)))
-  }
-  /** Sets request.caller or throws the refusal; waits only for what is not at hand (a token not in the cache). */
-  const authenticate = (request: FastifyRequest): Promise<void> | undefined => {
+
+  authenticate(request: FastifyRequest): Caller | Promise<Caller> {
     let secret: string
     try {
       secret = bearerSecret(request)
     } catch (err) {
-      const missing = (err as ApiError).kind === 'missingToken'
-      onRefused(missing ? 'missing' : 'malformed')
-      // Sending no token is not guessing one; a malformed one counts.
-      if (missing) throw err
-      return refuse(request, err as ApiError)
+      this.#onRefused((err as ApiError).kind === 'missingToken' ? 'missing' : 'malformed')
+      throw err
     }
+    const jwt = this.#jwt
     if (jwt !== undefined && !secret.startsWith(TOKEN_PREFIX) && looksLikeJwt(secret)) {
-      const { verifier: jwts, accounts } = jwt
-      const known = jwts.cached(secret)
-      if (known !== undefined) return admitJwt(request, known, accounts)
-      return jwts.verify(secret).then((check) => admitJwt(request, check, accounts))
+      const known = jwt.verifier.cached(secret)
+      if (known !== undefined) return this.#admitJwt(request, known, jwt.accounts)
+      return jwt.verifier.verify(secret).then((check) => this.#admitJwt(request, check, jwt.accounts))
     }
-    const cached = verifier.cached(secret)
-    if (cached !== undefined) return admit(request, cached)
-    return verifier.verify(secret).then((check) => admit(request, check))
+    const cached = this.#verifier.cached(secret)
+    if (cached !== undefined) return this.#admit(cached)
+    return this.#verifier.verify(secret).then((check) => this.#admit(check))
   }
-  // Callback style, and no promise at all for a token in the cache: most requests wait for nothing here.
-  app.addHook('onRequest', (request, _reply, done) => {
-    if (request.routeOptions.config.scope === undefined) return done()
-    let pending: Promise<void> | undefined
-    try {
-      const gate = throttle?.check(request)
-      pending = gate === undefined ? authenticate(request) : gate.then(() => authenticate(request))
-    } catch (err) {
-      return done(err as Error)
+
+  /** The 403 for a caller without `scope`, reported; undefined when the caller holds it. */
+  lacking(caller: Caller, scope: string): ApiError | undefined {
+    if (caller.scopes.includes(scope)) return undefined
+    this.#onRefused('insufficient_scope')
+    return insufficientScope(scope, `token lacks the scope ${scope} this operation needs`)
+  }
+
+  #admit(check: TokenCheck): Caller {
+    if (check.ok) return tokenCaller(check)
+    this.#onRefused(check.reason)
+    throw invalidToken(REFUSALS[check.reason])
+  }
+
+  #admitJwt(request: FastifyRequest, check: JwtCheck, accounts: AccountDirectory): Caller | Promise<Caller> {
+    if (!check.ok) {
+      this.#onRefused(check.reason)
+      // Why, for the operator; the client learns only that the token is not valid.
+      request.log.info({ reason: check.detail }, 'JWT refused')
+      throw invalidToken(REFUSALS[check.reason])
     }
-    if (pending === undefined) done()
-    else pending.then(() => done(), done)
-  })
-  // After the rate limit (so a 403 is counted and carries RateLimit headers), before the body is read.
-  app.addHook('preParsing', (request, _reply, payload, done) => {
-    const scope = request.routeOptions.config.scope
-    if (scope === undefined || request.caller === null || request.caller.scopes.includes(scope)) {
-      return done(null, payload)
-    }
-    onRefused('insufficient_scope')
-    done(insufficientScope(scope, `token lacks the scope ${scope} this operation needs`))
-  })
+    const { claims } = check
+    const known = accounts.known(claims.account)
+    if (known !== undefined) return jwtCaller(known, claims)
+    return accounts.resolve(claims.account).then((id) => jwtCaller(id, claims))
+  }
 }

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { ApiError, ERROR_CONTENT_TYPE, errorAnswer, type ErrorKind } from '../errors.js'
 import { QuotaExceededError, StorageUnavailableError } from '../storage/index.js'
+import { retryAfter } from '../limits/too-many.js'
 import { BODY_LIMIT } from './json-body.js'
 
 // Fastify's own client errors, by code, mapped onto the catalogue.
@@ -29,6 +30,12 @@ export function sendError(reply: FastifyReply, kind: ErrorKind, message: string)
   return reply.code(status).type(ERROR_CONTENT_TYPE).send(body)
 }
 
+/** Sends an ApiError with its headers, for gates that answer without throwing. */
+export function sendApiError(reply: FastifyReply, err: ApiError): FastifyReply {
+  reply.headers(err.headers)
+  return sendError(reply, err.kind, err.message)
+}
+
 /**
  * Fastify's `frameworkErrors`: errors it raises before routing (a bad percent-encoding, say), which the error
  * handler never sees, leave in the Error shape too, with the request id the request gates would have sent.
@@ -47,10 +54,7 @@ function clientKind(err: FastifyError): ErrorKind {
 /** One error handler for the app: every error leaves as `{error, message}`; 5xx messages say nothing internal. */
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    if (err instanceof ApiError) {
-      reply.headers(err.headers)
-      return sendError(reply, err.kind, err.message)
-    }
+    if (err instanceof ApiError) return sendApiError(reply, err)
     if (err instanceof QuotaExceededError) {
       return sendError(
         reply,
@@ -60,7 +64,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
     }
     if (err instanceof StorageUnavailableError) {
       request.log.warn({ err: err.cause }, 'storage unavailable')
-      reply.header('retry-after', '1')
+      reply.headers(retryAfter(1000))
       return sendError(reply, 'unavailable', 'storage is unavailable; retry shortly')
     }
     const status = err.statusCode ?? 500

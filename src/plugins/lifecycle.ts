@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify'
-import { sendError } from './error-handler.js'
+import { ApiError } from '../errors.js'
+import { retryAfter } from '../limits/too-many.js'
+import { sendApiError } from './error-handler.js'
 import type { RequestGate } from './request-gates.js'
 
 /** Whether the instance still takes work; the server flips it when a shutdown signal arrives. */
@@ -23,8 +25,10 @@ export function registerLifecycle(app: FastifyInstance, lifecycle: Lifecycle): R
     const refuse = closing || (lifecycle.draining && request.routeOptions.url === '/readyz')
     if (!refuse) return true
     reply.header('connection', 'close')
-    reply.header('retry-after', '1')
-    sendError(reply, 'shuttingDown', 'this instance is shutting down; retry on another')
+    sendApiError(
+      reply,
+      new ApiError('shuttingDown', 'this instance is shutting down; retry on another', retryAfter(1000)),
+    )
     return false
   }
 }

@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify'
-import { callerOf } from '../auth/bearer.js'
+import { callerOf } from '../auth/caller.js'
 import type { PageBudgetLimits } from '../config.js'
 import { ApiError } from '../errors.js'
+import { retryAfter, tooManyRequests } from '../limits/too-many.js'
 import { lingerOnClose } from '../socket/lingering-close.js'
 
 /** Which bound refused a page: the caller's account's, or the whole process's. */
@@ -105,18 +106,18 @@ export class PageBudget {
 }
 
 function refusal(bound: PageBudgetBound, rows: number, limits: PageBudgetLimits): ApiError {
-  const headers = { 'retry-after': String(RETRY_AFTER_SECONDS) }
+  const wait = RETRY_AFTER_SECONDS * 1000
   if (bound === 'account') {
-    return new ApiError(
+    return tooManyRequests(
       'tooManyPageRows',
       `a page of ${rows} rows would take the account's pages in progress past ${limits.perAccount} rows; read the pages already sent, or retry in ${RETRY_AFTER_SECONDS} second`,
-      headers,
+      wait,
     )
   }
   return new ApiError(
     'serverPagesBusy',
     `this instance has ${limits.perProcess} rows of pages in progress; retry in ${RETRY_AFTER_SECONDS} second or on another instance`,
-    headers,
+    retryAfter(wait),
   )
 }
 

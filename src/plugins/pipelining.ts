@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { sendError } from './error-handler.js'
+import { sendApiError } from './error-handler.js'
+import { tooManyRequests } from '../limits/too-many.js'
 import { lingerOnClose } from '../socket/lingering-close.js'
 import type { RequestGate } from './request-gates.js'
 
@@ -43,11 +44,8 @@ export function registerPipeliningLimit(app: FastifyInstance): RequestGate {
     }
     reply.header('connection', 'close')
     lingerOnClose(request.raw.socket)
-    sendError(
-      reply,
-      'tooManyInFlight',
-      `more than ${MAX_IN_FLIGHT_PER_CONNECTION} requests in flight on one connection; read the answers before sending more`,
-    )
+    const message = `more than ${MAX_IN_FLIGHT_PER_CONNECTION} requests in flight on one connection; read the answers before sending more`
+    sendApiError(reply, tooManyRequests('tooManyInFlight', message))
     return false
   }
   // preHandler: the last hook before the handler makes the answer; earlier refusals (401, 429) are small and go at once.

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { callerOf, insufficientScope, invalidToken, type Caller } from '../auth/bearer.js'
+import { insufficientScope, invalidToken } from '../auth/bearer.js'
+import { callerOf, type Caller } from '../auth/caller.js'
 import { issueToken } from '../auth/issue-token.js'
 import { TOKEN_ID_PREFIX } from '../auth/tokens.js'
 import { ApiError } from '../errors.js'

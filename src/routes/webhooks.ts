@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { callerOf } from '../auth/bearer.js'
+import { callerOf } from '../auth/caller.js'
 import { ApiError } from '../errors.js'
 import {
   CreatedSubscription,

@@ -1,9 +1,10 @@
 import type { Server } from 'node:http'
 import type { Socket } from 'node:net'
-import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
 import type { ConnectionLimits } from '../config.js'
-import type { ErrorKind } from '../errors.js'
+import { ApiError } from '../errors.js'
+import { addressKey } from '../limits/client-address.js'
+import { retryAfter, tooManyRequests } from '../limits/too-many.js'
 import { rawErrorResponse } from './raw-response.js'
 import { writeStallWatch } from './write-stall.js'
 
@@ -27,11 +28,6 @@ const LINGER_MS = 1000
 // cannot pile up open files either.
 const MAX_LINGERING = 1024
 
-/** The key a client's connections are counted under: its address, an IPv6 one by its /64 as the rate limits do. */
-export function addressKey(address: string): string {
-  return normalizeIP(address, 64)
-}
-
 /**
  * Puts `admit` in front of the HTTP server's own connection handling, so a refused socket never reaches Node's HTTP
  * parser: the server's 'connection' listeners (Node's, added when Fastify created the server) are taken off and
@@ -47,9 +43,9 @@ function gate(server: Server, admit: (socket: Socket) => boolean): void {
 }
 
 /** Answers refused sockets in the Error shape (no request is read first) and closes them, bounded as said above. */
-function refuser(): (socket: Socket, kind: ErrorKind, message: string) => void {
+function refuser(): (socket: Socket, refusal: ApiError) => void {
   let lingering = 0
-  return (socket, kind, message) => {
+  return (socket, refusal) => {
     socket.on('error', () => {})
     if (lingering >= MAX_LINGERING) return void socket.destroy()
     lingering++
@@ -59,7 +55,7 @@ function refuser(): (socket: Socket, kind: ErrorKind, message: string) => void {
       clearTimeout(timer)
     })
     socket.once('end', () => socket.destroy())
-    socket.end(rawErrorResponse(kind, message, { 'Retry-After': '1' }))
+    socket.end(rawErrorResponse(refusal.kind, refusal.message, refusal.headers))
     socket.resume()
   }
 }
@@ -92,7 +88,8 @@ export function registerConnectionLimits(app: FastifyInstance, options: Connecti
       options.onRefused('server')
       // The TCP peer's address: no request has been read, so no X-Forwarded-For either.
       app.log.info({ client: address, cap: 'server' }, 'connection refused')
-      refuse(socket, 'atCapacity', `this instance has ${options.max} open connections; retry shortly or on another`)
+      const message = `this instance has ${options.max} open connections; retry shortly or on another`
+      refuse(socket, new ApiError('atCapacity', message, retryAfter(1000)))
       return false
     }
     const key = options.uncapped(address) ? undefined : addressKey(address)
@@ -100,7 +97,8 @@ export function registerConnectionLimits(app: FastifyInstance, options: Connecti
     if (key !== undefined && count >= options.perAddress) {
       options.onRefused('address')
       app.log.info({ client: address, cap: 'address' }, 'connection refused')
-      refuse(socket, 'tooManyConnections', `${count} connections from this address are open; close one first`)
+      const message = `${count} connections from this address are open; close one first`
+      refuse(socket, tooManyRequests('tooManyConnections', message, 1000))
       return false
     }
     open++

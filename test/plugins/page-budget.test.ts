@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, test } from 'node:test'
 import Fastify from 'fastify'
-import { declareCaller } from '../../src/auth/bearer.js'
+import { declareCaller } from '../../src/auth/caller.js'
 import { registerErrorHandler } from '../../src/plugins/error-handler.js'
 import {
   MOST_WAIT_MS,

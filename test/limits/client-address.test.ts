@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { addressKey } from '../../src/socket/connection-limits.js'
+import { addressKey } from '../../src/limits/client-address.js'
 import { trustedPeer } from '../../src/limits/trusted-peer.js'
 
 describe('connection limits: whose connection it is', () => {
