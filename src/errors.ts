@@ -112,7 +112,7 @@ export const ErrorCatalogue = {
     error: 42901,
     status: 429,
     summary: 'Too many requests; retry later',
-    example: 'rate limit of 600 requests exceeded; retry in 42 seconds',
+    example: 'rate limit of 600 requests exceeded; retry in 1 minute',
   },
   tooManyInFlight: {
     error: 42902,

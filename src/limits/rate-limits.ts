@@ -41,6 +41,11 @@ const ADMITTED: Admission = {}
 
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000))
 const plural = (n: number, unit: string) => `${n} ${unit}${n === 1 ? '' : 's'}`
+/** "42 seconds", "1 minute", "3 minutes": the wait in its largest unit, as the 429s have always said it. */
+const waitText = (ms: number) => {
+  const secs = Math.max(1, Math.round(ms / 1000))
+  return secs < 60 ? plural(secs, 'second') : plural(Math.round(secs / 60), 'minute')
+}
 
 function counterFor(options: RateLimitOptions, rate: Rate, kind: string): WindowCounter {
   return options.redis
@@ -88,19 +93,20 @@ export class CallerLimits {
   admit(caller: Caller, request: FastifyRequest): Admission | Promise<Admission> {
     const counter = this.#token
     if (counter === undefined) return this.#admitAccount(caller, request, undefined)
+    // While the store is away the request goes through, its answer saying the whole budget is left.
+    const unlimited = (err: unknown) => {
+      this.#tokenFailed(request, err)
+      const { max } = this.#options.perToken
+      return this.#admitAccount(caller, request, { limit: max, remaining: max, resetSeconds: 0 })
+    }
     let hit: Window | Promise<Window>
     try {
       hit = counter.hit(`token:${caller.accountId}:${caller.tokenId}`)
     } catch (err) {
-      this.#tokenFailed(request, err)
-      return this.#admitAccount(caller, request, undefined)
+      return unlimited(err)
     }
     const judged = andThen(hit, (window) => this.#judgeToken(caller, request, window))
-    if (!(judged instanceof Promise)) return judged
-    return judged.catch((err: unknown) => {
-      this.#tokenFailed(request, err)
-      return this.#admitAccount(caller, request, undefined)
-    })
+    return judged instanceof Promise ? judged.catch(unlimited) : judged
   }
 
   #judgeToken(caller: Caller, request: FastifyRequest, window: Window): Admission | Promise<Admission> {
@@ -108,12 +114,8 @@ export class CallerLimits {
     const budget = { limit: max, remaining: Math.max(0, max - window.count), resetSeconds: seconds(window.resetMs) }
     if (window.count <= max) return this.#admitAccount(caller, request, budget)
     this.#options.onLimited?.('token')
-    const wait = plural(Math.max(1, budget.resetSeconds), 'second')
-    const refusal = tooManyRequests(
-      'rateLimited',
-      `rate limit of ${max} requests exceeded; retry in ${wait}`,
-      window.resetMs,
-    )
+    const message = `rate limit of ${max} requests exceeded; retry in ${waitText(window.resetMs)}`
+    const refusal = tooManyRequests('rateLimited', message, window.resetMs)
     return { budget, refusal }
   }
 

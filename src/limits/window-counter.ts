@@ -32,15 +32,12 @@ export function memoryWindowCounter(windowMs: number, maxEntries = 100_000): Win
     },
     hit(key) {
       const now = Date.now()
-      let entry = current(key, now)
-      if (entry === undefined) {
-        entry = { count: 0, resetAt: now + windowMs }
-        // Re-inserted only when it starts, so the map's order is the order windows began: the oldest goes first.
-        windows.delete(key)
-        windows.set(key, entry)
-        if (windows.size > maxEntries) windows.delete(windows.keys().next().value!)
-      }
+      const entry = current(key, now) ?? { count: 0, resetAt: now + windowMs }
       entry.count++
+      // Moved to the end at every hit: the key evicted first is the one left alone longest, never one being hit.
+      windows.delete(key)
+      windows.set(key, entry)
+      if (windows.size > maxEntries) windows.delete(windows.keys().next().value!)
       return { count: entry.count, resetMs: entry.resetAt - now }
     },
   }

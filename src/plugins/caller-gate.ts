@@ -17,7 +17,7 @@ export interface CallerGateOptions {
  * 1. the failed-authentication throttle of the client's address (429), before the token is looked at;
  * 2. authentication (401; a refused token, but not a missing one, counts toward 1);
  * 3. the per-token and then the per-account rate limit (429), with the token's RateLimit headers on every answer
- *    from here on;
+ *    from here on, but for the account's 429 (they would say to retry at once);
  * 4. the scope (403: counted by 3 and carrying its headers).
  * All of it before the body is read, so that unauthenticated clients cannot make us parse anything. A request whose
  * token and counts are at hand (the cache, an in-process counter) waits for nothing: no promise is made.

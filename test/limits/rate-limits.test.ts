@@ -315,4 +315,23 @@ describe('rate limits with Redis gone', () => {
     for (let i = 0; i < 3; i++) assert.equal((await list(app, headers)).statusCode, 200)
     for (let i = 0; i < 3; i++) assert.equal((await list(app, bearer('pst_bad'))).statusCode, 401)
   })
+
+  test('says the whole budget is left while Redis cannot be reached', async () => {
+    const redis = new Redis('redis://127.0.0.1:1', {
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      lazyConnect: true,
+    })
+    redis.on('error', () => {})
+    cleanups.push(async () => redis.disconnect())
+    const { app, storage } = await appWith({
+      perToken: { max: 5, windowMs: 60_000 },
+      authFailures: { max: 1, windowMs: 60_000 },
+      redis,
+    })
+    const res = await list(app, bearer((await issueToken(storage, { accountName: 'a' })).secret))
+    assert.equal(res.statusCode, 200)
+    assert.equal(res.headers['ratelimit-limit'], '5')
+    assert.equal(res.headers['ratelimit-remaining'], '5')
+  })
 })
