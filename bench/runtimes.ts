@@ -78,8 +78,9 @@ export async function prepareRuntimes(others: string[], context: ServerContext, 
   for (const node of binaries) {
     const script = 'process.version + " " + process.versions.modules'
     const [version = '', abi = ''] = (await run(node, ['-p', script])).stdout.trim().split(' ')
-    // A folder per major version, which labels its servers: a second binary of one major fails here (EEXIST).
     const dir = path.join(context.tmpDir, `node-${version.split('.')[0]}`)
+    if (existsSync(dir))
+      throw new Error(`--node: Node ${version} is of a major version already run (labels would clash)`)
     const serviceMain = await runtimeFolder(node, version, abi, dir, log)
     const tag = binaries.length === 1 ? '' : ` on Node ${version.slice(1).split('.')[0]}`
     runtimes.push({ node, version, tag, serviceMain, plainServer: compileScript('plain-server', dir) })
