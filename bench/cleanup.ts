@@ -1,19 +1,17 @@
 import type { ChildProcess } from 'node:child_process'
 
 /**
- * What must be undone however the run ends (servers, temp files, the PostgreSQL schema): run in reverse order,
+ * What must be undone however the run ends (servers, temp files, the PostgreSQL schemas): run in reverse order,
  * once, on success, on error and on Ctrl-C. Children also get SIGKILL from an 'exit' hook, the last resort
  * when the harness dies without running the async steps.
  */
 export class Cleanup {
-  private readonly steps: Array<{ name: string; run: () => Promise<void> | void }> = []
+  private readonly steps: Array<{ name: string; run: () => unknown }> = []
   private readonly children = new Set<ChildProcess>()
   private running: Promise<void> | undefined
 
   constructor() {
-    process.on('exit', () => {
-      for (const child of this.children) if (child.exitCode === null) child.kill('SIGKILL')
-    })
+    process.on('exit', () => this.children.forEach((child) => child.exitCode === null && child.kill('SIGKILL')))
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       process.on(signal, () => {
         process.stderr.write(`\nbench: ${signal}, cleaning up\n`)
@@ -22,7 +20,7 @@ export class Cleanup {
     }
   }
 
-  add(name: string, run: () => Promise<void> | void): void {
+  add(name: string, run: () => unknown): void {
     this.steps.push({ name, run })
   }
 
@@ -33,18 +31,14 @@ export class Cleanup {
   }
 
   run(): Promise<void> {
-    this.running ??= this.runSteps()
-    return this.running
-  }
-
-  private async runSteps(): Promise<void> {
-    for (const step of this.steps.reverse()) {
-      try {
-        await step.run()
-      } catch (err) {
-        process.stderr.write(`bench: cleanup "${step.name}" failed: ${(err as Error).message}\n`)
+    this.running ??= (async () => {
+      for (const step of this.steps.reverse()) {
+        await Promise.resolve()
+          .then(step.run)
+          .catch((err: Error) => process.stderr.write(`bench: cleanup "${step.name}" failed: ${err.message}\n`))
       }
-    }
+    })()
+    return this.running
   }
 }
 

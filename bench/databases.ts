@@ -7,9 +7,6 @@ import type { ServerContext } from './servers.js'
 export const BACKENDS = ['SQLite', 'PostgreSQL'] as const
 export type Backend = (typeof BACKENDS)[number]
 
-const sqliteFile = (databaseUrl: string): string | undefined =>
-  databaseUrl.startsWith('sqlite:') ? databaseUrl.slice('sqlite:'.length) : undefined
-
 /** Runs `use` on a connection of its own to a postgres:// URL, closed afterwards. */
 export async function withPostgres<T>(url: string, use: (sql: postgres.Sql) => Promise<T>): Promise<T> {
   const sql = postgres(url, { max: 1, onnotice: () => {} })
@@ -20,9 +17,9 @@ export async function withPostgres<T>(url: string, use: (sql: postgres.Sql) => P
   }
 }
 
-/** Runs `use` on a SQLite file, opened for it alone (read-only unless `write`). */
-export function withSqlite<T>(file: string, use: (db: Database.Database) => T, write = false): T {
-  const db = new Database(file, write ? { timeout: 10_000 } : { readonly: true })
+/** Runs `use` on a sqlite:FILE URL's database, opened for it alone. */
+export function withSqlite<T>(url: string, use: (db: Database.Database) => T): T {
+  const db = new Database(url.slice('sqlite:'.length), { timeout: 10_000 })
   try {
     return use(db)
   } finally {
@@ -32,9 +29,9 @@ export function withSqlite<T>(file: string, use: (db: Database.Database) => T, w
 
 /** The rows of a query ($1, $2… parameters) on either backend. */
 export async function queryRows<T>(databaseUrl: string, query: string, params: string[] = []): Promise<T[]> {
-  const file = sqliteFile(databaseUrl)
-  if (file === undefined) return withPostgres(databaseUrl, async (sql) => [...(await sql.unsafe(query, params))] as T[])
-  return withSqlite(file, (db) => db.prepare(query.replace(/\$\d+/g, '?')).all(...params) as T[])
+  if (databaseUrl.startsWith('sqlite:'))
+    return withSqlite(databaseUrl, (db) => db.prepare(query.replace(/\$\d+/g, '?')).all(...params) as T[])
+  return withPostgres(databaseUrl, async (sql) => [...(await sql.unsafe(query, params))] as T[])
 }
 
 /**
@@ -59,10 +56,4 @@ export async function freshDatabase(
   const url = new URL(postgresUrl)
   url.searchParams.set('search_path', schema)
   return url.toString()
-}
-
-/** The server's version line, for the report. */
-export async function postgresVersion(url: string): Promise<string> {
-  const [row] = await queryRows<{ version: string }>(url, 'select version()')
-  return row?.version.split(' on ')[0] ?? 'unknown'
 }

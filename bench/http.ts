@@ -1,26 +1,53 @@
-import { request } from 'node:http'
+/**
+ * GETs of the servers: pages, and the service's own metrics (src/plugins/metrics.ts) for the backlog scenarios: the
+ * webhook dispatcher's claims (`claimDeliveries` calls, timed by src/storage/instrumented.ts), its queue, and the
+ * POSTs answered 200.
+ */
 
-/** A GET's status, body and Link header. */
-export interface Page {
-  status: number
-  body: string
-  link: string | undefined
-}
-
-/** GETs `path`, with the bearer token when one is given. */
-export function getPage(url: string, token: string | undefined, path: string): Promise<Page> {
-  const headers = token === undefined ? {} : { authorization: `Bearer ${token}` }
-  return new Promise((resolve, reject) => {
-    const req = request(`${url}${path}`, { headers }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => (text += chunk))
-      res.on('end', () => {
-        const link = res.headers.link
-        resolve({ status: res.statusCode ?? 0, body: text, link: Array.isArray(link) ? link.join(', ') : link })
-      })
-    })
-    req.once('error', reject)
-    req.end()
+/** GETs `path`, with the bearer token when one is given: its status, body and Link header. */
+export async function getPage(url: string, token: string | undefined, path: string) {
+  const response = await fetch(`${url}${path}`, {
+    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
   })
+  return { status: response.status, body: await response.text(), link: response.headers.get('link') ?? undefined }
 }
+
+/** The service's GET /metrics, as text (the services inherit PLANTSTORE_METRICS_TOKEN from the harness). */
+export async function scrapeMetrics(url: string): Promise<string> {
+  const page = await getPage(url, process.env.PLANTSTORE_METRICS_TOKEN || undefined, '/metrics')
+  if (page.status !== 200) throw new Error(`GET ${url}/metrics: ${page.status}`)
+  return page.body
+}
+
+/** The sum of the samples named `name` whose labels include `labels`. */
+export function total(metrics: string, name: string, labels: Record<string, string> = {}): number {
+  return metrics
+    .split('\n')
+    .filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+    .filter((line) => Object.entries(labels).every(([key, value]) => line.includes(`${key}="${value}"`)))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0)
+}
+
+/** The dispatcher's counters at one moment, or their difference over a run (the queue depth is the later one's). */
+export interface DispatcherCounts {
+  claims: number
+  claimSeconds: number
+  queueDepth: number
+}
+
+export async function scrapeDispatcher(url: string): Promise<DispatcherCounts> {
+  const metrics = await scrapeMetrics(url)
+  const claim = (suffix: string) =>
+    total(metrics, `plantstore_storage_call_duration_seconds_${suffix}`, { operation: 'claimDeliveries' })
+  return {
+    claims: claim('count'),
+    claimSeconds: claim('sum'),
+    queueDepth: total(metrics, 'plantstore_webhook_queue_depth'),
+  }
+}
+
+export const countsBetween = (before: DispatcherCounts, after: DispatcherCounts): DispatcherCounts => ({
+  claims: after.claims - before.claims,
+  claimSeconds: after.claimSeconds - before.claimSeconds,
+  queueDepth: after.queueDepth,
+})

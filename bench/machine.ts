@@ -1,49 +1,24 @@
-import { execFileSync, spawnSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
-import os from 'node:os'
+/** The machine: where processes run (taskset), and what /proc says about cores and memory during a run. */
+import { execFileSync } from 'node:child_process'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 
 export const WRK = '/usr/bin/wrk'
 const TASKSET = '/usr/bin/taskset'
 
 /** Where processes run: servers on one core, wrk and the harness on another, when the machine allows it. */
-export interface Pinning {
-  serverCpu: number | undefined
-  loadCpu: number | undefined
-  /** One line for the report. */
-  note: string
-}
+export type Pinning = ReturnType<typeof detectPinning>
 
-/** Exits with the install hint when wrk, the load generator, is missing. */
-export function requireWrk(): void {
-  if (existsSync(WRK)) return
-  process.stderr.write('bench: wrk not found at /usr/bin/wrk; install wrk: sudo apt-get install wrk\n')
-  process.exit(1)
-}
-
-/** wrk -v prints its version line (and exits non-zero). */
-export function wrkVersion(): string {
-  const result = spawnSync(WRK, ['-v'], { encoding: 'utf8' })
-  return (
-    (result.stdout + result.stderr)
-      .split('\n')[0]
-      ?.replace(/ Copyright.*$/, '')
-      .trim() ?? 'unknown'
-  )
-}
-
-export function detectPinning(): Pinning {
+export function detectPinning() {
   // The CPUs this process may use (a container may allow, say, 2-3 only).
   const list = readFileSync('/proc/self/status', 'utf8').match(/^Cpus_allowed_list:\s*(.+)$/m)?.[1] ?? ''
   const cpus = list.split(',').flatMap((part) => {
-    const [from, to] = part.split('-').map(Number)
-    if (from === undefined || Number.isNaN(from)) return []
-    return Array.from({ length: (to ?? from) - from + 1 }, (_, i) => from + i)
+    const [from = NaN, to = from] = part.split('-').map(Number)
+    return Number.isNaN(from) ? [] : Array.from({ length: to - from + 1 }, (_, i) => from + i)
   })
   const [serverCpu, loadCpu] = cpus
   const none = { serverCpu: undefined, loadCpu: undefined }
   if (!existsSync(TASKSET)) return { ...none, note: 'not pinned: taskset missing' }
-  if (serverCpu === undefined || loadCpu === undefined)
-    return { ...none, note: `not pinned: only CPU ${list} available` }
+  if (loadCpu === undefined) return { ...none, note: `not pinned: only CPU ${list} available` }
   return { serverCpu, loadCpu, note: `servers on CPU ${serverCpu}, wrk and the harness on CPU ${loadCpu} (taskset)` }
 }
 
@@ -58,7 +33,58 @@ export function pinSelf(pinning: Pinning): void {
   execFileSync(TASKSET, ['-a', '-p', '-c', String(pinning.loadCpu), String(process.pid)], { stdio: 'ignore' })
 }
 
-export function machineSummary(): string {
-  const model = os.cpus()[0]?.model.trim() ?? 'unknown CPU'
-  return `${os.cpus().length} cores (${model}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${os.type()} ${os.release()}`
+/** A file of /proc, '' once its process is gone. */
+function proc(file: string): string {
+  try {
+    return readFileSync(`/proc/${file}`, 'utf8')
+  } catch {
+    return ''
+  }
+}
+
+/** A process's peak resident memory in bytes (VmHWM), since it started or since resetPeakRss. */
+export const peakRss = (pid: number) => Number(/^VmHWM:\s+(\d+) kB/m.exec(proc(`${pid}/status`))?.[1] ?? 0) * 1024
+
+/** Writing "5" to a process's clear_refs resets its VmHWM, so VmHWM read after a run is that run's exact peak. */
+export const resetPeakRss = (pid: number) => writeFileSync(`/proc/${pid}/clear_refs`, '5')
+
+/**
+ * Busy and total jiffies of one CPU, from /proc/stat. Busy: user, nice, system and steal (a hypervisor taking the
+ * core); not irq and softirq, which are loopback networking, the benchmark's own traffic.
+ */
+function coreJiffies(cpu: number): { busy: number; total: number } {
+  const line = proc('stat').match(new RegExp(`^cpu${cpu} (.+)$`, 'm'))?.[1] ?? ''
+  const fields = line.trim().split(/\s+/).map(Number)
+  const [user = 0, nice = 0, system = 0, , , , , steal = 0] = fields
+  return { busy: user + nice + system + steal, total: fields.slice(0, 8).reduce((sum, n) => sum + n, 0) }
+}
+
+/** CPU time of a process, all threads (utime + stime), or of the children it has waited for (cutime + cstime). */
+function cpuJiffies(pid: number, children = false): number {
+  const stat = proc(`${pid}/stat`)
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return Number(fields[children ? 13 : 11] ?? 0) + Number(fields[children ? 14 : 12] ?? 0)
+}
+
+/** How one core was used over a run, as shares 0..1: by the process watched (`own`) and by everything else. */
+export interface CoreShares {
+  own: number
+  other: number
+}
+
+/**
+ * Watches the servers' core with the server `pid` on it, and wrk's core with the harness's children (wrk, counted
+ * once it has exited: taskset execs it, so it is the harness's child); stop() gives their shares.
+ */
+export function watchCores(serverCpu: number, loadCpu: number, pid: number) {
+  const owners = [() => cpuJiffies(pid), () => cpuJiffies(process.pid, true)]
+  const start = [serverCpu, loadCpu].map((cpu, i) => ({ cpu, core: coreJiffies(cpu), own: owners[i]?.() ?? 0 }))
+  return () => {
+    const [server, load] = start.map(({ cpu, core, own }, i): CoreShares => {
+      const [end, used] = [coreJiffies(cpu), Math.max(0, (owners[i]?.() ?? 0) - own)]
+      const elapsed = Math.max(1, end.total - core.total)
+      return { own: Math.min(1, used / elapsed), other: Math.max(0, end.busy - core.busy - used) / elapsed }
+    }) as [CoreShares, CoreShares]
+    return { server, load }
+  }
 }

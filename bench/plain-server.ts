@@ -11,16 +11,8 @@ import postgres from 'postgres'
 
 type Row = { id: bigint | string; name: string; tag: string | null }
 
-interface Store {
-  /** `limit` rows of the account in id order, after the id `after` when given. */
-  page(after: string | undefined, limit: number): Row[] | Promise<Row[]>
-  /** False when the account already has a plant with that id. */
-  insert(id: number, name: string, tag: string | null): boolean | Promise<boolean>
-  remove(id: number): boolean | Promise<boolean>
-  close(): unknown
-}
-
-function sqliteStore(file: string, account: string): Store {
+/** The account's rows: a page in id order after `after`, inserted (false: the id is taken), removed. */
+function sqliteStore(file: string, account: string) {
   const db = new Database(file)
   db.pragma('journal_mode = WAL')
   db.pragma('synchronous = FULL')
@@ -40,34 +32,35 @@ function sqliteStore(file: string, account: string): Store {
   const insert = db.prepare('INSERT INTO plants (account_id, id, name, tag) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING')
   const remove = db.prepare('DELETE FROM plants WHERE account_id = ? AND id = ?')
   return {
-    page: (after, limit) =>
+    page: (after: string | undefined, limit: number) =>
       (after === undefined
         ? pageStatement(false, limit).all(accountId)
         : pageStatement(true, limit).all(accountId, BigInt(after))) as Row[],
-    insert: (id, name, tag) => insert.run(accountId, id, name, tag).changes === 1,
-    remove: (id) => remove.run(accountId, id).changes === 1,
+    insert: (id: number, name: string, tag: string | null) => insert.run(accountId, id, name, tag).changes === 1,
+    remove: (id: number) => remove.run(accountId, id).changes === 1,
     close: () => db.close(),
   }
 }
 
-async function postgresStore(url: string, account: string): Promise<Store> {
+async function postgresStore(url: string, account: string) {
   // The service's pool size, one query per connection, as the service (bench/README.md); missing from its types.
   const sql = postgres(url, { max: Number(process.env.DATABASE_POOL_SIZE) || 10, ...{ max_pipeline: 1 } })
   const [row] = await sql<Array<{ id: string }>>`SELECT id FROM accounts WHERE name = ${account}`
   const accountId = row?.id
   if (accountId === undefined) throw new Error(`no account ${account}`)
   return {
-    page: (after, limit) =>
+    page: (after: string | undefined, limit: number) =>
       after === undefined
         ? sql<Row[]>`SELECT id, name, tag FROM plants WHERE account_id = ${accountId} ORDER BY id LIMIT ${limit}`
         : sql<Row[]>`SELECT id, name, tag FROM plants WHERE account_id = ${accountId} AND id > ${after}
             ORDER BY id LIMIT ${limit}`,
-    insert: async (id, name, tag) =>
+    insert: async (id: number, name: string, tag: string | null) =>
       (
         await sql`INSERT INTO plants (account_id, id, name, tag) VALUES (${accountId}, ${id}, ${name}, ${tag})
         ON CONFLICT DO NOTHING`
       ).count === 1,
-    remove: async (id) => (await sql`DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}`).count === 1,
+    remove: async (id: number) =>
+      (await sql`DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}`).count === 1,
     close: () => sql.end(),
   }
 }
@@ -94,9 +87,7 @@ app.addHook('onRequest', (request, reply, done) => {
   if (given.length === expected.length && timingSafeEqual(given, expected)) return done()
   reply.code(401).send(error(40101, 'a valid bearer token is required'))
 })
-app.addHook('onClose', async () => {
-  await store.close()
-})
+app.addHook('onClose', async () => void (await store.close()))
 
 app.get<{ Querystring: { limit: number; cursor?: string } }>(
   '/plants',

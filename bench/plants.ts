@@ -1,10 +1,9 @@
 import { LIST_LIMIT } from './scenarios.js'
 
 /**
- * A plant shop's house and garden plants, botanical names and cultivars of real lengths, some untagged. Plant `id`
- * is entry `id % length`, the rule the seeders (bench/bulk-seed.ts, in JavaScript and in SQL) and the Lua scripts
- * (which get this list through the environment) all apply. Names hold no '"', '\\', '|' or ';' (the scripts write
- * them into JSON with string.format and receive the list split on '|' and ';').
+ * A plant shop's plants, names of real lengths, some untagged. Plant `id` is entry `id % length` in the seeders
+ * (bench/bulk-seed.ts, in JavaScript and in SQL) and the wrk script, which gets the list through the environment:
+ * names hold no '"', '\\', '|' or ';' (it writes them into JSON with string.format, and splits the list on them).
  */
 export const CATALOGUE: ReadonlyArray<{ name: string; tag?: string }> = [
   { name: "Monstera deliciosa 'Thai Constellation'", tag: 'aroid' },

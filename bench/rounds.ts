@@ -1,35 +1,45 @@
-import { countsBetween, scrapeDispatcher, type DispatcherCounts } from './claims.js'
 import { insertPlants } from './bulk-seed.js'
-import { CoreUsage } from './core-usage.js'
-import { BLOCK_SIZE, IdPool, formatRanges, type IdBlocks, type IdRange } from './id-pool.js'
+import { peakRss, resetPeakRss, watchCores } from './machine.js'
+import { countsBetween, scrapeDispatcher } from './http.js'
 import type { BenchOptions } from './options.js'
 import { catalogueEnv } from './plants.js'
-import type { CoreReport, Measurement } from './report-rows.js'
-import { PeakRss } from './rss.js'
-import { ACCOUNT_NAMES, count, LIST_PATH, type AccountKey, type Scenario } from './scenarios.js'
+import type { Measurement } from './report-rows.js'
+import { ACCOUNT_NAMES, count, type AccountKey, type Scenario } from './scenarios.js'
 import type { Server } from './servers.js'
-import { runWrk, type WrkResult } from './wrk.js'
+import { runWrk } from './wrk.js'
 
 /** A server under test and what the harness knows about its data. */
 export interface Target {
   server: Server
   /** Each account's token on this server; the reference knows the listed account only. */
   tokens: Partial<Record<AccountKey, string>>
-  /** The database, for the delete scenario's top-ups, and the ids that may be deleted; none for the reference. */
+  /** The database, for the delete scenario's plants; none for the reference. */
   databaseUrl: string | undefined
-  pool: IdPool | undefined
-  /** Highest req/s seen per scenario (warm-ups included), to size the next delete run. */
-  rates: Map<string, number>
-  /** Plants inserted for the delete scenario (beyond those post and mix left), for the report. */
+  /** Highest post or delete req/s seen (warm-ups included), to size the next delete run; plants inserted for it. */
+  writeRps: number
   seededToDelete: number
-  /** Backlog twins only: the backend, and whether this twin holds the noisy account's backlog. */
-  twin?: { backend: string; backlog: boolean }
+  /** What runs around each of its runs (backups during them). */
+  around?: <T>(run: () => Promise<T>) => Promise<T>
 }
 
-export function newTarget(server: Server, tokens: Target['tokens'], databaseUrl?: string): Target {
-  const pool = databaseUrl === undefined ? undefined : new IdPool()
-  return { server, tokens, databaseUrl, pool, rates: new Map(), seededToDelete: 0 }
+export const newTarget = (server: Server, tokens: Target['tokens'], databaseUrl?: string): Target => ({
+  ...{ server, tokens, databaseUrl, writeRps: 0, seededToDelete: 0 },
+})
+
+/** The targets a pair scenario compares (the backlog twins, a service with and without backups), by their labels. */
+export interface Pair {
+  name: string
+  without: string
+  with: string
 }
+
+/**
+ * Fresh ids come in blocks no run shares: far above the seeded ids (1..n) and well inside 2^53, so they stay exact
+ * in JavaScript and in wrk's Lua. A block is much larger than any run can use.
+ */
+const BLOCK_SIZE = 1_000_000_000
+let nextBlock = 1_000_000_000_000
+export const takeBlock = (): number => (nextBlock += BLOCK_SIZE) - BLOCK_SIZE
 
 export interface RoundsContext {
   options: BenchOptions
@@ -37,33 +47,21 @@ export interface RoundsContext {
   cursors: Partial<Record<AccountKey, string>>
   serverCpu: number | undefined
   loadCpu: number | undefined
-  blocks: IdBlocks
   log: (line: string) => void
 }
 
 /**
- * Ids a delete run can use: the whole pool, first topped up to 3 times what the fastest post or delete rate seen
- * on this target (at least 5,000 req/s) would use. Generous on purpose: rates on a noisy machine swing several-fold
- * between runs and running out shows as 404s. Top-ups go straight into the database while the service is idle.
+ * Ids a delete run deletes: a block of plants inserted with SQL while the server is idle, 3 times what the fastest
+ * write rate seen on this target (at least 5,000 req/s) would use. Generous on purpose: rates on a noisy machine
+ * swing several-fold between runs, and running out shows as 404s. The reference deletes nothing, so any ids do.
  */
-async function existingIds(target: Target, seconds: number, context: RoundsContext): Promise<IdRange[]> {
-  const { pool, databaseUrl } = target
-  if (pool === undefined || databaseUrl === undefined) {
-    // The reference deletes nothing, so any ids do.
-    const start = context.blocks.take()
-    return [{ start, end: start + BLOCK_SIZE }]
-  }
-  const rate = Math.max(...['delete', 'post'].map((name) => target.rates.get(name) ?? 0), 5000)
-  const needed = Math.ceil(rate * seconds * 3) + context.options.connections
-  if (pool.size < needed) {
-    const start = context.blocks.take()
-    const range = { start, end: start + needed - pool.size }
-    await insertPlants(databaseUrl, ACCOUNT_NAMES.list, range)
-    target.seededToDelete += range.end - range.start
-    context.log(`  inserted ${range.end - range.start} plants to delete on ${target.server.label}`)
-    pool.add(range)
-  }
-  return pool.takeAll()
+async function existingIds(target: Target, seconds: number, context: RoundsContext) {
+  const start = takeBlock()
+  const needed = Math.ceil(Math.max(target.writeRps, 5000) * seconds * 3) + context.options.connections
+  if (target.databaseUrl === undefined) return { start, end: start + needed }
+  await insertPlants(target.databaseUrl, ACCOUNT_NAMES.list, { start, end: start + needed })
+  target.seededToDelete += needed
+  return { start, end: start + needed }
 }
 
 /** One wrk run of a scenario against a target's account, with the server's peak RSS and the cores' use. */
@@ -77,83 +75,46 @@ async function runOnce(
   const token = target.tokens[account]
   if (token === undefined) throw new Error(`${target.server.label} has no ${account} account`)
   const env: Record<string, string> = {
+    PLANTSTORE_BENCH_REQUESTS: scenario.requests,
     PLANTSTORE_BENCH_TOKEN: token,
-    PLANTSTORE_BENCH_LIST_PATH: LIST_PATH,
     PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(),
-    ...scenario.env,
+    PLANTSTORE_BENCH_CURSORS: context.cursors[account] ?? '',
   }
-  if (scenario.pages === 'deep') env.PLANTSTORE_BENCH_CURSORS = context.cursors[account] ?? ''
-  if (scenario.ids === 'fresh') env.PLANTSTORE_BENCH_ID_START = String(context.blocks.take())
-  const deleting = scenario.ids === 'existing' ? await existingIds(target, seconds, context) : undefined
-  if (deleting) env.PLANTSTORE_BENCH_DELETE_RANGES = formatRanges(deleting)
-
-  const rss = new PeakRss(target.server.pid)
+  // POSTs take fresh ids from a block of their own; DELETEs, plants inserted for the run.
+  if (scenario.requests === 'post' || scenario.requests === 'mix') env.PLANTSTORE_BENCH_ID_START = String(takeBlock())
+  if (scenario.requests === 'delete') {
+    const { start, end } = await existingIds(target, seconds, context)
+    Object.assign(env, { PLANTSTORE_BENCH_ID_START: String(start), PLANTSTORE_BENCH_ID_END: String(end) })
+  }
   const { serverCpu, loadCpu, options } = context
-  const cores = serverCpu !== undefined && loadCpu !== undefined
-  const serverCore = cores ? new CoreUsage(serverCpu) : undefined
-  const loadCore = cores ? new CoreUsage(loadCpu) : undefined
-  serverCore?.watch(target.server.pid)
-  rss.start()
-  serverCore?.start()
-  loadCore?.start()
-  const request = { url: target.server.url, lua: scenario.lua, seconds, connections: options.connections, env }
-  const wrk = await runWrk({ ...request, cpu: loadCpu }, (pid) => loadCore?.watch(pid, true))
-  const rssBytes = rss.stop()
-  const core: CoreReport | undefined = serverCore && loadCore && { server: serverCore.stop(), load: loadCore.stop() }
-
-  target.rates.set(scenario.name, Math.max(target.rates.get(scenario.name) ?? 0, wrk.rps))
-  const [thread] = wrk.threads
-  // Created for certain: not the first id (wrk's dry-run call) nor the last `connections` (maybe in flight).
-  if (target.pool && scenario.ids === 'fresh' && thread) {
-    target.pool.add({ start: thread.first + 1, end: thread.next - options.connections })
-  }
-  if (target.pool && deleting) target.pool.giveBack(deleting, thread?.taken ?? Infinity)
+  resetPeakRss(target.server.pid)
+  const cores =
+    serverCpu === undefined || loadCpu === undefined ? undefined : watchCores(serverCpu, loadCpu, target.server.pid)
+  const request = { url: target.server.url, seconds, connections: options.connections, env }
+  const run = () => runWrk({ ...request, cpu: loadCpu })
+  const wrk = await (target.around ? target.around(run) : run())
+  const rssBytes = peakRss(target.server.pid)
+  const core = cores?.()
+  if (['post', 'delete'].includes(scenario.requests)) target.writeRps = Math.max(target.writeRps, wrk.rps)
   return { wrk, rssBytes, core }
 }
 
-function progressLine(name: string, round: number, label: string, wrk: WrkResult, core: CoreReport | undefined) {
-  const percent = (share: number): string => `${(share * 100).toFixed(0)}%`
-  const errors = wrk.non2xx + wrk.socketErrors
-  return (
-    `  ${name} ${round} ${label.padEnd(27)} ${Math.round(wrk.rps).toString().padStart(7)} req/s` +
-    `  p50 ${wrk.p50Ms.toFixed(2)} ms  p99 ${wrk.p99Ms.toFixed(2)} ms` +
-    (core === undefined
-      ? ''
-      : `  server core: own ${percent(core.server.own)} other ${percent(core.server.other)};` +
-        ` wrk core: other ${percent(core.load.other)}`) +
-    (errors > 0 ? `  !! ${wrk.non2xx} non-2xx, ${wrk.socketErrors} socket errors` : '')
-  )
-}
-
-/** "; claims 412, 0.21 ms each; 398 delivered; 499,600 queued": the progress line's dispatcher part. */
-function claimsText(counts: DispatcherCounts): string {
-  const mean = counts.claims > 0 ? `, ${((counts.claimSeconds / counts.claims) * 1000).toFixed(2)} ms each` : ''
-  return `; claims ${counts.claims}${mean}; ${counts.delivered} delivered; ${counts.queueDepth.toLocaleString('en-US')} queued`
-}
-
 /**
- * The runs of one round, [target, account] in order: every target in the reference scenarios; in the backlog ones
- * each backend's twins back to back, and in the size ones each service (those holding both accounts) on both
- * accounts back to back, the order flipping every round, so neither always runs first.
+ * The runs of one round, [target, account] in order: every target in the reference scenarios; in the pair ones
+ * (targets given as without, with, without, with…) each pair back to back, and in the size ones each service
+ * (those holding both accounts) on both accounts back to back, the order flipping every round, so neither always
+ * runs first.
  */
 function roundPlan(scenario: Scenario, targets: Target[], round: number): Array<[Target, AccountKey]> {
+  const flip = <T>(pair: T[]): T[] => (round % 2 === 1 ? pair : [...pair].reverse())
   if (scenario.compare === 'reference') return targets.map((target) => [target, 'list'])
-  if (scenario.compare === 'backlog') {
-    const order = round % 2 === 1 ? [false, true] : [true, false]
-    return targets
-      .filter((target) => target.twin?.backlog === false)
-      .flatMap((quiet) =>
-        order.flatMap((backlog) =>
-          targets
-            .filter((t) => t.twin?.backend === quiet.twin?.backend && t.twin?.backlog === backlog)
-            .map((t): [Target, AccountKey] => [t, 'list']),
-        ),
-      )
+  if (scenario.compare !== 'size') {
+    const pairs = targets.filter((_, i) => i % 2 === 0).map((without, i) => [without, targets[2 * i + 1] as Target])
+    return pairs.flatMap((pair) => flip(pair).map((target): [Target, AccountKey] => [target, 'list']))
   }
-  const accounts: AccountKey[] = round % 2 === 1 ? ['small', 'large'] : ['large', 'small']
   return targets
     .filter((target) => target.tokens.small !== undefined && target.tokens.large !== undefined)
-    .flatMap((target) => accounts.map((account): [Target, AccountKey] => [target, account]))
+    .flatMap((target) => flip<AccountKey>(['small', 'large']).map((account): [Target, AccountKey] => [target, account]))
 }
 
 /**
@@ -171,12 +132,16 @@ export async function runScenario(scenario: Scenario, targets: Target[], context
       if (warmup > 0) await runOnce(scenario, target, account, warmup, context)
       const watch = scenario.compare === 'backlog'
       const before = watch ? await scrapeDispatcher(target.server.url) : undefined
-      const { wrk, rssBytes, core } = await runOnce(scenario, target, account, seconds, context)
+      const run = await runOnce(scenario, target, account, seconds, context)
       const dispatcher = before && countsBetween(before, await scrapeDispatcher(target.server.url))
       const server = target.server.label
+      measurements.push({ scenario: scenario.name, round, server, account, ...run, dispatcher })
+      const { rps, p50Ms, p99Ms, non2xx, socketErrors } = run.wrk
       const label = scenario.compare === 'size' ? `${server} ${count(sizes[account])}` : server
-      context.log(progressLine(scenario.name, round, label, wrk, core) + (dispatcher ? claimsText(dispatcher) : ''))
-      measurements.push({ scenario: scenario.name, round, server, account, wrk, rssBytes, core, dispatcher })
+      context.log(
+        `  ${scenario.name} ${round} ${label.padEnd(27)} ${Math.round(rps).toString().padStart(7)} req/s  p50 ` +
+          `${p50Ms.toFixed(2)} ms  p99 ${p99Ms.toFixed(2)} ms${non2xx + socketErrors > 0 ? '  !! errors' : ''}`,
+      )
     }
   }
   return measurements

@@ -1,23 +1,16 @@
 /**
- * What the services and plain handlers run on: the harness's node (the first on PATH), each `--node PATH`, and each
- * `--service DIR`'s build (bench/README.md). better-sqlite3 is a native module built for one Node ABI: for a binary
- * of another, the harness builds a copy against that binary's headers, cached in node_modules/.cache/plantstore-bench/,
- * and runs the service from a folder of its own: a copy of dist/ (Node resolves packages from a module's real path;
- * ES modules ignore NODE_PATH) beside a node_modules of links to the project's packages, better-sqlite3 the copy.
+ * What the services and plain handlers run on: the harness's node (the first on PATH) and each `--node PATH`
+ * (bench/README.md). better-sqlite3 is a native module built for one Node ABI: for a binary of another, the harness
+ * builds a copy against that binary's headers, cached in node_modules/.cache/plantstore-bench/, and runs the service
+ * from a folder of its own: a copy of dist/ (Node resolves packages from a module's real path; ES modules ignore
+ * NODE_PATH) beside a node_modules of links to the project's packages, better-sqlite3 the copy.
  */
-import { execFile, execFileSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs'
 import { symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import {
-  compileScript,
-  nodeFlagsOf,
-  REPO_DIR,
-  SERVICE_NODE_FLAGS,
-  type Runtime,
-  type ServerContext,
-} from './servers.js'
+import { compileScript, REPO_DIR, SERVICE_MAIN, type Runtime, type ServerContext } from './servers.js'
 
 const run = promisify(execFile)
 const MODULES = path.join(REPO_DIR, 'node_modules')
@@ -64,74 +57,33 @@ async function runtimeFolder(node: string, version: string, abi: string, dir: st
   mkdirSync(dir)
   if (abi === process.versions.modules) {
     symlinkSync(MODULES, path.join(dir, 'node_modules'))
-    return path.join(REPO_DIR, 'dist', 'cli', 'main.js')
+    return SERVICE_MAIN
   }
   const betterSqlite = await betterSqliteFor(node, version, abi, log)
   mkdirSync(path.join(dir, 'node_modules'))
   for (const entry of readdirSync(MODULES).filter((name) => !name.startsWith('.'))) {
-    symlinkSync(
-      entry === 'better-sqlite3' ? betterSqlite : path.join(MODULES, entry),
-      path.join(dir, 'node_modules', entry),
-    )
+    const target = entry === 'better-sqlite3' ? betterSqlite : path.join(MODULES, entry)
+    symlinkSync(target, path.join(dir, 'node_modules', entry))
   }
   // package.json too: it makes dist/ ES modules, and the service reads its version from it.
   cpSync(path.join(REPO_DIR, 'package.json'), path.join(dir, 'package.json'))
   cpSync(path.join(REPO_DIR, 'dist'), path.join(dir, 'dist'), { recursive: true })
-  // Loading better-sqlite3 fails now, with its own message, rather than at the service's start.
-  await run(node, ['-e', 'new (require("better-sqlite3"))(":memory:").close()'], { cwd: dir }).catch((err) => {
-    throw new Error(`better-sqlite3 does not load on Node ${version}: ${(err as Error).message}`)
-  })
   return path.join(dir, 'dist', 'cli', 'main.js')
 }
 
-/**
- * Another checkout's build (--service DIR) on the harness's node: its dist/ resolves its own node_modules, it runs
- * with its own node flags and its CLI seeds its databases; labelled by its commit. Its plain handler is this one's.
- */
-function checkoutRuntime(dir: string, first: Runtime): Runtime {
-  const serviceMain = path.join(dir, 'dist', 'cli', 'main.js')
-  if (!existsSync(serviceMain) || !existsSync(path.join(dir, 'node_modules'))) {
-    throw new Error(`--service ${dir}: no dist/cli/main.js or node_modules there (npm ci && npm run build)`)
-  }
-  const git = (args: string[]) => execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8' }).trim()
-  const changed = git(['status', '--porcelain', '--', 'src']) === '' ? '' : '+changes'
-  const tag = `${first.tag} at ${git(['rev-parse', '--short', 'HEAD'])}${changed}`
-  return { ...first, tag, serviceMain, nodeFlags: nodeFlagsOf(path.join(dir, 'bin', 'plantstore.js')), checkout: dir }
-}
-
-/** The harness's node, then each of `others` (each another version), then the builds of other `checkouts`. */
-export async function prepareRuntimes(
-  others: string[],
-  context: ServerContext,
-  log: (line: string) => void,
-  checkouts: string[] = [],
-): Promise<Runtime[]> {
+/** The harness's node, then each of `others`, each another version (a folder of its own is named by it). */
+export async function prepareRuntimes(others: string[], context: ServerContext, log: (line: string) => void) {
   const binaries = [process.execPath, ...others.map((node) => path.resolve(node))]
-  const found = await Promise.all(
-    binaries.map(async (node) => {
-      const script = 'process.version + " " + process.versions.modules'
-      const { stdout } = await run(node, ['-p', script], { encoding: 'utf8' }).catch((err: Error) => {
-        throw new Error(`--node ${node}: cannot run it (${err.message.split('\n')[0]})`)
-      })
-      const [version = '', abi = ''] = stdout.trim().split(' ')
-      return { node, version, abi }
-    }),
-  )
-  const versions = found.map((f) => f.version)
-  const duplicate = versions.find((version, i) => versions.indexOf(version) !== i)
-  if (duplicate !== undefined) throw new Error(`--node: Node ${duplicate} twice; each binary must be another version`)
-  const majors = versions.map((version) => version.split('.')[0])
-  const byMajor = new Set(majors).size === majors.length
   const runtimes: Runtime[] = []
-  for (const { node, version, abi } of found) {
-    const dir = path.join(context.tmpDir, `node-${version}`)
+  for (const node of binaries) {
+    const script = 'process.version + " " + process.versions.modules'
+    const [version = '', abi = ''] = (await run(node, ['-p', script])).stdout.trim().split(' ')
+    const dir = path.join(context.tmpDir, `node-${version.split('.')[0]}`)
+    if (existsSync(dir))
+      throw new Error(`--node: Node ${version} is of a major version already run (labels would clash)`)
     const serviceMain = await runtimeFolder(node, version, abi, dir, log)
-    const tag = binaries.length === 1 ? '' : ` on Node ${byMajor ? version.slice(1).split('.')[0] : version}`
-    const plainServer = compileScript('plain-server', dir)
-    runtimes.push({ node, version, tag, serviceMain, nodeFlags: SERVICE_NODE_FLAGS, plainServer })
+    const tag = binaries.length === 1 ? '' : ` on Node ${version.slice(1).split('.')[0]}`
+    runtimes.push({ node, version, tag, serviceMain, plainServer: compileScript('plain-server', dir) })
   }
-  const all = [...runtimes, ...checkouts.map((dir) => checkoutRuntime(path.resolve(dir), runtimes[0] as Runtime))]
-  const tags = all.map((runtime) => runtime.tag)
-  if (new Set(tags).size !== tags.length) throw new Error(`--service: two builds labelled alike (${tags.join(',')})`)
-  return all
+  return runtimes
 }

@@ -10,17 +10,15 @@ import { pinned } from './machine.js'
 
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
 export const REPO_DIR = path.dirname(BENCH_DIR)
+export const SERVICE_MAIN = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
 
-/** The node flags of a bin/plantstore.js: those of its `#!/usr/bin/env -S node …` line. */
-export function nodeFlagsOf(binFile: string): string[] {
-  const shebang = readFileSync(binFile, 'utf8').split('\n')[0] ?? ''
+/** The node flags the service runs with in production: those of bin/plantstore.js's `#!/usr/bin/env -S node …`. */
+export const SERVICE_NODE_FLAGS = (() => {
+  const shebang = readFileSync(path.join(REPO_DIR, 'bin', 'plantstore.js'), 'utf8').split('\n')[0] ?? ''
   const flags = /^#!\/usr\/bin\/env -S node(.*)$/.exec(shebang)?.[1]
-  if (flags === undefined) throw new Error(`${binFile}: no "#!/usr/bin/env -S node" line: ${shebang}`)
+  if (flags === undefined) throw new Error(`bin/plantstore.js: no "#!/usr/bin/env -S node" line: ${shebang}`)
   return flags.trim().split(/\s+/).filter(Boolean)
-}
-
-/** The node flags the service runs with in production. */
-export const SERVICE_NODE_FLAGS = nodeFlagsOf(path.join(REPO_DIR, 'bin', 'plantstore.js'))
+})()
 
 /**
  * The settings every service runs with: every feature on, as in production, at limits a run never reaches (a 429
@@ -37,27 +35,15 @@ export const SERVICE_ENV: Readonly<Record<string, string>> = {
   PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS: '100000000',
 }
 
-export interface Server {
-  /** 'reference', 'SQLite', 'SQLite plain', 'PostgreSQL on Node 26'…: the report's row names. */
-  label: string
-  url: string
-  pid: number
-  stop(): Promise<void>
-}
+/** A server started; its label ('reference', 'SQLite plain', 'PostgreSQL on Node 26'…) names its rows. */
+export type Server = Awaited<ReturnType<typeof startProcess>>
 
-/** A Node binary, or another checkout's build, the servers run on (bench/runtimes.ts: one per --node, --service). */
+/** A Node binary (bench/runtimes.ts), its version, what labels its servers (" on Node 26"), their entry points. */
 export interface Runtime {
   node: string
-  /** "v26.10.0". */
   version: string
-  /** What labels its servers (" on Node 26", " at 4994c10"); empty for the harness's own in a run of one. */
   tag: string
-  /** The service's entry point, and the node flags of its bin/plantstore.js. */
   serviceMain: string
-  nodeFlags: string[]
-  /** Another checkout, whose build runs beside this one's (--service DIR): a service only, no plain handler. */
-  checkout?: string
-  /** The plain handler compiled where its packages resolve for this binary. */
   plainServer: string
 }
 
@@ -68,77 +54,55 @@ export interface ServerContext {
   cleanup: Cleanup
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address()
-      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))))
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number }
+      probe.close(() => resolve(port))
     })
   })
-}
-
-/** Ready means an authenticated request succeeds, not merely listening. */
-async function waitReady(child: ChildProcess, url: string, token: string, label: string, logFile: string) {
-  const deadline = Date.now() + 30_000
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) {
-      throw new Error(`${label} exited with ${child.exitCode} at start:\n${readFileSync(logFile, 'utf8').trim()}`)
-    }
-    const status = await getPage(url, token, '/plants?limit=1').then(
-      (page) => page.status,
-      () => 0,
-    )
-    if (status === 200) return
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  throw new Error(`${label} was not ready within 30 s (stderr in ${logFile})`)
-}
-
-function stopper(child: ChildProcess): () => Promise<void> {
-  return () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve()
-      const kill = setTimeout(() => child.kill('SIGKILL'), 10_000)
-      child.once('exit', () => {
-        clearTimeout(kill)
-        resolve()
-      })
-      child.kill('SIGTERM')
-    })
-}
 
 /** "PostgreSQL plain on Node 26" → "postgresql_plain_on_node_26": for file and schema names. */
-export function slug(label: string): string {
-  return label.toLowerCase().replace(/[^a-z0-9]+/g, '_')
-}
+export const slug = (label: string): string => label.toLowerCase().replace(/[^a-z0-9]+/g, '_')
 
 /**
- * Starts a server process with `node` on the servers' core. Its stdout (the service's request logs: it is measured
- * with logging on) goes to /dev/null; stderr to a file, read only to explain a failed start.
+ * Starts a server process with `node` on the servers' core; ready once an authenticated request succeeds. Its
+ * stdout (the service's request logs: it is measured with logging on) goes to /dev/null; stderr to a file, read
+ * only to explain a failed start.
  */
 async function startProcess(
   label: string,
-  args: (port: number) => string[],
-  env: Record<string, string>,
+  args: string[],
+  env: object,
   token: string,
   context: ServerContext,
-  node = process.execPath,
-): Promise<Server> {
+  node: string,
+) {
   const port = await freePort()
   const logFile = path.join(context.tmpDir, `${slug(label)}.stderr.log`)
   const stderr = openSync(logFile, 'w')
-  const [command, commandArgs] = pinned(context.cpu, node, args(port))
+  const [command, commandArgs] = pinned(context.cpu, node, [...args, String(port)])
   const options = { cwd: REPO_DIR, env: { ...process.env, ...env } }
-  const child = spawn(command, commandArgs, { ...options, stdio: ['ignore', 'ignore', stderr] })
+  const child: ChildProcess = spawn(command, commandArgs, { ...options, stdio: ['ignore', 'ignore', stderr] })
   closeSync(stderr)
   context.cleanup.track(child)
-  const stop = stopper(child)
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve()
+      const kill = setTimeout(() => child.kill('SIGKILL'), 10_000)
+      child.once('exit', () => resolve(clearTimeout(kill)))
+      child.kill('SIGTERM')
+    })
   context.cleanup.add(`stop ${label}`, stop)
   const url = `http://127.0.0.1:${port}`
-  await waitReady(child, url, token, label, logFile)
-  return { label, url, pid: child.pid as number, stop }
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
+    if (child.exitCode !== null)
+      throw new Error(`${label} exited with ${child.exitCode} at start:\n${readFileSync(logFile, 'utf8').trim()}`)
+    const page = await getPage(url, token, '/plants?limit=1').catch(() => undefined)
+    if (page?.status === 200) return { label, url, pid: child.pid as number, stop }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  throw new Error(`${label} was not ready within 30 s (stderr in ${logFile})`)
 }
 
 /**
@@ -157,7 +121,7 @@ export function compileScript(name: string, dir: string): string {
 export function startReference(listBody: string, token: string, context: ServerContext): Promise<Server> {
   const script = compileScript('reference-server', context.tmpDir)
   const env = { PLANTSTORE_BENCH_TOKEN: token, PLANTSTORE_BENCH_LIST_BODY: listBody }
-  return startProcess('reference', (port) => [script, String(port)], env, token, context)
+  return startProcess('reference', [script], env, token, context, process.execPath)
 }
 
 /** The plain handler (bench/plain-server.ts) on a seeded database, accepting the account's `token` only. */
@@ -169,15 +133,17 @@ export function startPlain(
   context: ServerContext,
   runtime: Runtime,
 ): Promise<Server> {
-  const env = { PLANTSTORE_BENCH_DATABASE: databaseUrl, PLANTSTORE_BENCH_ACCOUNT: account }
-  const args = (port: number) => [runtime.plainServer, String(port)]
-  return startProcess(label, args, { ...env, PLANTSTORE_BENCH_TOKEN: token }, token, context, runtime.node)
+  const env = {
+    PLANTSTORE_BENCH_DATABASE: databaseUrl,
+    PLANTSTORE_BENCH_ACCOUNT: account,
+    PLANTSTORE_BENCH_TOKEN: token,
+  }
+  return startProcess(label, [runtime.plainServer], env, token, context, runtime.node)
 }
 
 /**
- * The built service on a database bulk-seed.ts has migrated and filled (`token` is one of its accounts', to check
- * it is ready), with SERVICE_ENV and the node flags of its bin/plantstore.js, as in production; `env` adds settings
- * (the backlog twins'), `runtime` another Node binary or checkout.
+ * The built service on a database bulk-seed.ts has filled (`token`: one of its accounts', to check it is ready),
+ * as in production: SERVICE_ENV (and `env`) and the node flags of bin/plantstore.js.
  */
 export function startService(
   label: string,
@@ -186,9 +152,7 @@ export function startService(
   context: ServerContext,
   { env = {}, runtime }: { env?: Record<string, string>; runtime?: Runtime } = {},
 ): Promise<Server> {
-  const main = runtime?.serviceMain ?? path.join(REPO_DIR, 'dist', 'cli', 'main.js')
-  const flags = runtime?.nodeFlags ?? SERVICE_NODE_FLAGS
-  const serve = [main, 'serve', '--host', '127.0.0.1', '--database', databaseUrl]
-  const args = (port: number) => [...flags, ...serve, '--port', String(port)]
-  return startProcess(label, args, { ...SERVICE_ENV, ...env }, token, context, runtime?.node)
+  const serve = [runtime?.serviceMain ?? SERVICE_MAIN, 'serve', '--host', '127.0.0.1', '--database', databaseUrl]
+  const args = [...SERVICE_NODE_FLAGS, ...serve, '--port']
+  return startProcess(label, args, { ...SERVICE_ENV, ...env }, token, context, runtime?.node ?? process.execPath)
 }

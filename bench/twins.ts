@@ -1,36 +1,79 @@
 /**
- * The backlog scenarios' services: per backend, twins on databases seeded alike (the listed account, and the noisy
- * account with its plants and webhook subscriptions to the harness's receiver), one also holding the noisy
- * account's queued deliveries. Seeded with the other databases; started only when the backlog scenarios run, since
- * the twin with the backlog delivers all the while it runs, on the servers' core.
+ * The backlog scenarios' services: per backend, twins on databases seeded alike (the listed account, and a noisy
+ * account with its plants and webhook subscriptions to the harness's receiver), one also holding one queued
+ * `plant.created` delivery per noisy plant and subscription, as the service queues them when the receiver cannot
+ * keep up. The rows are the service's own: subscriptions through src/webhooks/subscribe.ts, events from
+ * src/webhooks/events.ts, each subscription's `queued` set to the pending rows behind it (migration 4's statement).
+ * Seeded and started only when the backlog scenarios run: the twin with the backlog delivers all the while it runs.
  */
 import { createServer } from 'node:http'
-import { seedBacklog } from './backlog-seed.js'
-import { bulkSeed, countPlants } from './bulk-seed.js'
+import { openStorage } from '../src/storage/index.js'
+import { plantCreated } from '../src/webhooks/events.js'
+import { subscribe } from '../src/webhooks/subscribe.js'
+import { bulkSeed, countPlants, insertPlants } from './bulk-seed.js'
 import { settleAll } from './cleanup.js'
-import { scrapeDispatcher, scrapeMetrics } from './claims.js'
-import { BACKENDS, freshDatabase, type Backend } from './databases.js'
-import type { TwinPair } from './report-rows.js'
-import { newTarget, type Target } from './rounds.js'
-import { ACCOUNT_NAMES, BACKLOG_SUBSCRIPTIONS, count, type BenchSizes } from './scenarios.js'
+import { freshDatabase, withPostgres, withSqlite, type Backend } from './databases.js'
+import { scrapeDispatcher, scrapeMetrics, total } from './http.js'
+import { seedPlant } from './plants.js'
+import { newTarget, type Pair, type Target } from './rounds.js'
+import { ACCOUNT_NAMES, BACKLOG_SUBSCRIPTIONS, NOISY_ACCOUNT, type BenchSizes } from './scenarios.js'
 import { startService, type ServerContext } from './servers.js'
 
-/** A seeded twin database, waiting for its service. */
-interface TwinSeed {
-  backend: Backend
-  backlog: boolean
-  databaseUrl: string
-  token: string
-  queued: number
-  line: string
+const QUEUED_SQL = `UPDATE webhook_subscriptions SET queued = (SELECT count(*) FROM webhook_deliveries d
+  WHERE d.subscription_id = webhook_subscriptions.id AND d.state = 'pending')`
+
+/** Through the service's storage in this process: a `plantstore webhooks add` process each would double the seeding. */
+async function subscribeNoisy(databaseUrl: string, receiverUrl: string): Promise<void> {
+  const limits = { plantsPerAccount: 0, subscriptionsPerAccount: BACKLOG_SUBSCRIPTIONS, queuedPerSubscription: 0 }
+  const storage = await openStorage(databaseUrl, { migrate: false, poolSize: 1, limits })
+  try {
+    for (let i = 1; i <= BACKLOG_SUBSCRIPTIONS; i++)
+      await subscribe(storage.webhooks, { accountName: NOISY_ACCOUNT, url: `${receiverUrl}/noisy/${i}` })
+  } finally {
+    await storage.close()
+  }
 }
 
-export interface SeededTwins {
-  seeds: TwinSeed[]
-  /** What labels the servers of the harness's Node in a run of several (" on Node 20"), else empty. */
-  tag: string
-  /** How they were seeded, for the report. */
-  lines: string[]
+/** Events 1..events queued in the service's order (per event, a row per subscription), the newest just now. */
+async function queueEvents(databaseUrl: string, events: number): Promise<void> {
+  const made = Array.from({ length: events }, (_, i) => {
+    const plant = seedPlant(i + 1)
+    return plantCreated({ id: BigInt(i + 1), name: plant.name, tag: plant.tag ?? null })
+  })
+  if (databaseUrl.startsWith('sqlite:')) {
+    return withSqlite(databaseUrl, (db) => {
+      const subscriptions = db
+        .prepare(
+          'SELECT s.id FROM webhook_subscriptions s JOIN accounts a ON a.id = s.account_id WHERE a.name = ? ORDER BY s.id',
+        )
+        .pluck()
+        .all(NOISY_ACCOUNT) as string[]
+      const insert = db.prepare(
+        `INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
+           VALUES (?, ?, 'plant.created', ?, ?, ?)`,
+      )
+      const first = Date.now() - events + 1
+      db.transaction(() => {
+        made.forEach(({ id, body }, i) => {
+          for (const subscription of subscriptions) insert.run(subscription, id, body, first + i, first + i)
+        })
+        db.exec(QUEUED_SQL)
+      })()
+    })
+  }
+  const [ids, bodies] = [made.map((event) => event.id), made.map((event) => event.body)]
+  await withPostgres(databaseUrl, (sql) =>
+    sql.begin(async (tx) => {
+      await tx`INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
+        SELECT s.id, e.event_id, 'plant.created', e.body, e.at, e.at
+        FROM (SELECT event_id, body, n, now() - (${events} - n) * interval '1 millisecond' AS at
+          FROM unnest(${ids}::text[], ${bodies}::text[]) WITH ORDINALITY AS u(event_id, body, n)) e
+        CROSS JOIN (SELECT s.id FROM webhook_subscriptions s JOIN accounts a ON a.id = s.account_id
+          WHERE a.name = ${NOISY_ACCOUNT}) s
+        ORDER BY e.n, s.id`
+      await tx.unsafe(QUEUED_SQL)
+    }),
+  )
 }
 
 /**
@@ -47,114 +90,63 @@ async function startReceiver(context: ServerContext): Promise<string> {
     req.resume()
     req.once('end', () => setTimeout(() => res.writeHead(204).end(), RECEIVER_DELAY_MS))
   })
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', resolve)
-  })
-  context.cleanup.add('stop webhook receiver', () => {
-    server.closeAllConnections()
-    return new Promise<void>((resolve) => server.close(() => resolve()))
-  })
-  const address = server.address()
-  if (address === null || typeof address !== 'object') throw new Error('webhook receiver: no port')
-  return `http://127.0.0.1:${address.port}`
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  context.cleanup.add('stop webhook receiver', () => server.close().closeAllConnections())
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`
 }
-
-const label = (backend: string, backlog: boolean): string => `${backend} ${backlog ? 'backlog' : 'no backlog'}`
 
 /** The settings both twins run with: the service's defaults but for what the seeded backlog needs. */
-function twinEnv(sizes: BenchSizes): Record<string, string> {
-  return {
-    PLANTSTORE_WEBHOOK_DELIVERY: 'true',
-    // The receiver is on loopback, which webhooks may not reach by default.
-    PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true',
-    // Room above the seeded queues: at the cap, the noisy account's next change would disable its subscriptions.
-    PLANTSTORE_WEBHOOK_MAX_QUEUED: String(Math.max(10_000, 2 * sizes.backlog)),
-    PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: String(BACKLOG_SUBSCRIPTIONS),
-  }
-}
+const twinEnv = (sizes: BenchSizes): Record<string, string> => ({
+  PLANTSTORE_WEBHOOK_DELIVERY: 'true',
+  // The receiver is on loopback, which webhooks may not reach by default.
+  PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true',
+  // Room above the seeded queues: at the cap, the noisy account's next change would disable its subscriptions.
+  PLANTSTORE_WEBHOOK_MAX_QUEUED: String(Math.max(10_000, 2 * sizes.backlog)),
+  PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT: String(BACKLOG_SUBSCRIPTIONS),
+})
 
-async function seedTwin(
-  backend: Backend,
-  tag: string,
-  backlog: boolean,
-  sizes: BenchSizes,
-  receiverUrl: string,
-  context: ServerContext,
-  postgresUrl: string | undefined,
-): Promise<TwinSeed> {
-  const databaseUrl = await freshDatabase(backend, backlog ? 'backlog' : 'nobacklog', context, postgresUrl)
-  const started = performance.now()
-  const [listed] = await bulkSeed(databaseUrl, [{ name: ACCOUNT_NAMES.list, plants: sizes.list }])
-  const plan = {
-    receiverUrl,
-    subscriptions: BACKLOG_SUBSCRIPTIONS,
-    events: sizes.backlog,
-    queue: backlog,
-  }
-  const seeded = await seedBacklog(databaseUrl, plan)
-  const what = backlog ? `${count(seeded.queued)} deliveries queued` : 'nothing queued'
-  const line =
-    `${label(backend + tag, backlog)}: listed ${count(sizes.list)} plants in ${listed?.insertSeconds.toFixed(1)} s; ` +
-    `other account's subscriptions, plants and ${what} in ${seeded.seconds.toFixed(1)} s; ` +
-    `${((performance.now() - started) / 1000).toFixed(1)} s in all`
-  return { backend, backlog, databaseUrl, token: listed?.token ?? '', queued: seeded.queued, line }
-}
-
-/** Seeds both twins of every backend side by side. */
-export async function seedTwins(
+/**
+ * Seeds both twins of every backend side by side, then starts their services (without, with, per backend), each
+ * checked to see the queue seeded; `tag` labels the harness's Node in a run of several.
+ */
+export async function startTwins(
+  backends: Backend[],
   sizes: BenchSizes,
   postgresUrl: string | undefined,
   context: ServerContext,
   tag: string,
-): Promise<SeededTwins> {
+) {
   const receiver = await startReceiver(context)
-  const backends = BACKENDS.filter((backend) => backend === 'SQLite' || postgresUrl !== undefined)
-  const seeds = await settleAll(
-    backends.flatMap((backend) =>
-      [false, true].map((backlog) => seedTwin(backend, tag, backlog, sizes, receiver, context, postgresUrl)),
-    ),
+  const pairs: Pair[] = backends.map((backend) => ({
+    ...{ name: backend + tag, without: `${backend}${tag} no backlog`, with: `${backend}${tag} backlog` },
+  }))
+  const startTwin = async (backend: Backend, label: string, backlog: boolean): Promise<Target> => {
+    const databaseUrl = await freshDatabase(backend, backlog ? 'backlog' : 'nobacklog', context, postgresUrl)
+    const token = (await bulkSeed(databaseUrl, [{ name: ACCOUNT_NAMES.list, plants: sizes.list }]))[0]?.token ?? ''
+    // The noisy account: plants 1..backlog and subscriptions; on the twin with the backlog, each plant's event queued.
+    await subscribeNoisy(databaseUrl, receiver)
+    await insertPlants(databaseUrl, NOISY_ACCOUNT, { start: 1, end: sizes.backlog + 1 })
+    if (backlog) await queueEvents(databaseUrl, sizes.backlog)
+    // What autovacuum would soon do after so many inserts, as for the plants.
+    const vacuum = 'VACUUM (ANALYZE) plants, plant_counts, webhook_subscriptions, webhook_deliveries'
+    if (backend === 'PostgreSQL') await withPostgres(databaseUrl, (sql) => sql.unsafe(vacuum))
+    const queued = backlog ? sizes.backlog * BACKLOG_SUBSCRIPTIONS : 0
+    const server = await startService(label, databaseUrl, token, context, { env: twinEnv(sizes) })
+    const depth = (await scrapeDispatcher(server.url)).queueDepth
+    // The dispatcher starts delivering at once: a few may be gone already, none may be added.
+    if (depth > queued || queued > 0 !== depth > 0)
+      throw new Error(`${server.label}: queue depth ${depth} at start, seeded ${queued}`)
+    return newTarget(server, { list: token }, databaseUrl)
+  }
+  const targets = await settleAll(
+    backends.flatMap((backend, i) => [
+      startTwin(backend, pairs[i]!.without, false),
+      startTwin(backend, pairs[i]!.with, true),
+    ]),
   )
   const settings = Object.entries(twinEnv(sizes)).map(([key, value]) => `${key}=${value}`)
-  return {
-    seeds,
-    tag,
-    lines: [
-      'Backlog twins, per backend: two databases seeded alike, each with the listed account (plants 1..n as above) ' +
-        `and another account holding plants 1..${count(sizes.backlog)} and ${BACKLOG_SUBSCRIPTIONS} webhook ` +
-        'subscriptions (through src/webhooks/subscribe.ts) to a receiver the harness runs on loopback, which ' +
-        `answers 204 after ${RECEIVER_DELAY_MS} ms. In the twin with the backlog each of those plants' ` +
-        'plant.created event is queued for every subscription, as the service queues them (bench/backlog-seed.ts). ' +
-        `Both twins run with ${settings.join(', ')}; their services start only for the backlog scenarios.`,
-      ...seeds.map((seed) => seed.line),
-    ],
-  }
-}
-
-/** Starts the twins' services side by side, and checks each sees the queue it was seeded with. */
-export async function startTwins(seeded: SeededTwins, sizes: BenchSizes, context: ServerContext) {
-  const rank = (seed: TwinSeed) => BACKENDS.indexOf(seed.backend) * 2 + Number(seed.backlog)
-  const ordered = [...seeded.seeds].sort((a, b) => rank(a) - rank(b))
-  const targets = await Promise.all(
-    ordered.map(async (seed): Promise<Target> => {
-      const name = label(seed.backend + seeded.tag, seed.backlog)
-      const server = await startService(name, seed.databaseUrl, seed.token, context, { env: twinEnv(sizes) })
-      const depth = (await scrapeDispatcher(server.url)).queueDepth
-      // The dispatcher starts delivering at once: a few may be gone already, none may be added.
-      if (depth > seed.queued || seed.queued > 0 !== depth > 0) {
-        throw new Error(`${server.label}: queue depth ${depth} at start, seeded ${seed.queued}`)
-      }
-      const twin = { backend: seed.backend, backlog: seed.backlog }
-      return { ...newTarget(server, { list: seed.token }, seed.databaseUrl), twin }
-    }),
-  )
-  const backends = [...new Set(ordered.map((seed) => seed.backend + seeded.tag))]
-  const pairs: TwinPair[] = backends.map((backend) => ({
-    backend,
-    without: label(backend, false),
-    with: label(backend, true),
-  }))
-  return { targets, pairs }
+  const line = `Backlog twins (bench/twins.ts), the other account's receiver answering in ${RECEIVER_DELAY_MS} ms: ${settings.join(' ')}`
+  return { targets, pairs, line }
 }
 
 /**
@@ -165,10 +157,8 @@ export async function checkTwinWrites(targets: Target[], sizes: BenchSizes) {
   const lines: string[] = []
   const problems: string[] = []
   for (const target of targets) {
-    const answered = (await scrapeMetrics(target.server.url))
-      .filter((s) => s.name === 'plantstore_http_requests_total' && s.labels.route === '/plants')
-      .filter((s) => s.labels.method === 'POST' && s.labels.status === '200')
-      .reduce((sum, s) => sum + s.value, 0)
+    const labels = { route: '/plants', method: 'POST', status: '200' }
+    const answered = total(await scrapeMetrics(target.server.url), 'plantstore_http_requests_total', labels)
     await target.server.stop()
     const stored = (await countPlants(target.databaseUrl ?? '', ACCOUNT_NAMES.list)) - sizes.list
     const line = `${target.server.label}: ${answered} POST /plants answered 200, ${stored} new plants stored`
