@@ -298,7 +298,8 @@ describe('failed-authentication limit behind a reverse proxy', () => {
 })
 
 describe('rate limits with Redis gone', () => {
-  test('keeps serving, unlimited, when Redis cannot be reached', async () => {
+  /** An app whose limits count in a Redis that cannot be reached, at `perToken` requests per token. */
+  async function appWithRedisGone(perToken: number) {
     const redis = new Redis('redis://127.0.0.1:1', {
       maxRetriesPerRequest: 1,
       enableOfflineQueue: false,
@@ -307,29 +308,22 @@ describe('rate limits with Redis gone', () => {
     redis.on('error', () => {})
     cleanups.push(async () => redis.disconnect())
     const { app, storage } = await appWith({
-      perToken: { max: 1, windowMs: 60_000 },
+      perToken: { max: perToken, windowMs: 60_000 },
       authFailures: { max: 1, windowMs: 60_000 },
       redis,
     })
-    const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+    return { app, headers: bearer((await issueToken(storage, { accountName: 'a' })).secret) }
+  }
+
+  test('keeps serving, unlimited, when Redis cannot be reached', async () => {
+    const { app, headers } = await appWithRedisGone(1)
     for (let i = 0; i < 3; i++) assert.equal((await list(app, headers)).statusCode, 200)
     for (let i = 0; i < 3; i++) assert.equal((await list(app, bearer('pst_bad'))).statusCode, 401)
   })
 
   test('says the whole budget is left while Redis cannot be reached', async () => {
-    const redis = new Redis('redis://127.0.0.1:1', {
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: false,
-      lazyConnect: true,
-    })
-    redis.on('error', () => {})
-    cleanups.push(async () => redis.disconnect())
-    const { app, storage } = await appWith({
-      perToken: { max: 5, windowMs: 60_000 },
-      authFailures: { max: 1, windowMs: 60_000 },
-      redis,
-    })
-    const res = await list(app, bearer((await issueToken(storage, { accountName: 'a' })).secret))
+    const { app, headers } = await appWithRedisGone(5)
+    const res = await list(app, headers)
     assert.equal(res.statusCode, 200)
     assert.equal(res.headers['ratelimit-limit'], '5')
     assert.equal(res.headers['ratelimit-remaining'], '5')
