@@ -6,7 +6,7 @@ import { addressKey } from './client-address.js'
 import type { Rate } from './rate.js'
 import { tooManyRequests } from './too-many.js'
 import { memoryWindowCounter, redisWindowCounter, type Window, type WindowCounter } from './window-counter.js'
-import { andThen } from '../maybe-async.js'
+import { andThen, recovering } from '../maybe-async.js'
 
 /** Which limit refused a request. */
 export type RateLimitKind = 'token' | 'account' | 'auth_failures'
@@ -99,14 +99,8 @@ export class CallerLimits {
       const { max } = this.#options.perToken
       return this.#admitAccount(caller, request, { limit: max, remaining: max, resetSeconds: 0 })
     }
-    let hit: Window | Promise<Window>
-    try {
-      hit = counter.hit(`token:${caller.accountId}:${caller.tokenId}`)
-    } catch (err) {
-      return unlimited(err)
-    }
-    const judged = andThen(hit, (window) => this.#judgeToken(caller, request, window))
-    return judged instanceof Promise ? judged.catch(unlimited) : judged
+    const key = `token:${caller.accountId}:${caller.tokenId}`
+    return recovering(() => andThen(counter.hit(key), (window) => this.#judgeToken(caller, request, window)), unlimited)
   }
 
   #judgeToken(caller: Caller, request: FastifyRequest, window: Window): Admission | Promise<Admission> {
@@ -131,17 +125,13 @@ export class CallerLimits {
       const message = `the account's rate limit of ${max} requests exceeded; retry later`
       return { refusal: tooManyRequests('rateLimited', message, window.resetMs) }
     }
-    try {
-      const judged = andThen(counter.hit(String(caller.accountId)), judge)
-      if (!(judged instanceof Promise)) return judged
-      return judged.catch((err: unknown) => {
+    return recovering(
+      () => andThen(counter.hit(String(caller.accountId)), judge),
+      (err) => {
         this.#accountFailed(request, err)
         return admitted
-      })
-    } catch (err) {
-      this.#accountFailed(request, err)
-      return admitted
-    }
+      },
+    )
   }
 }
 

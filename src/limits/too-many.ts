@@ -6,14 +6,12 @@ export type TooManyKind = Extract<
   'rateLimited' | 'tooManyInFlight' | 'tooManyConnections' | 'tooManyPageRows'
 >
 
-/** Whole seconds to wait, at least one: `Retry-After: 0` would invite the same request at once. */
-export function retryAfterSeconds(ms: number): number {
-  return Math.max(1, Math.ceil(ms / 1000))
-}
-
-/** The headers every answer that asks the client to come back later carries (429s, and 503s that will pass). */
+/**
+ * The headers every answer that asks the client to come back later carries (429s, and 503s that will pass): whole
+ * seconds, at least one, since `Retry-After: 0` would invite the same request at once.
+ */
 export function retryAfter(ms: number): Record<string, string> {
-  return { 'retry-after': String(retryAfterSeconds(ms)) }
+  return { 'retry-after': String(Math.max(1, Math.ceil(ms / 1000))) }
 }
 
 /**

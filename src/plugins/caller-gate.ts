@@ -3,7 +3,7 @@ import type { Authenticator } from '../auth/bearer.js'
 import type { Caller } from '../auth/caller.js'
 import { ApiError } from '../errors.js'
 import type { Admission, AuthThrottle, CallerLimits } from '../limits/rate-limits.js'
-import { andThen } from '../maybe-async.js'
+import { andThen, recovering } from '../maybe-async.js'
 
 /** What the gate needs: who is calling, and the limits on them (none when not given). */
 export interface CallerGateOptions {
@@ -30,15 +30,11 @@ export function registerCallerGate(app: FastifyInstance, options: CallerGateOpti
       throw err
     })
   }
-  const authenticate = (request: FastifyRequest): Caller | Promise<Caller> => {
-    let caller: Caller | Promise<Caller>
-    try {
-      caller = authenticator.authenticate(request)
-    } catch (err) {
-      return refused(request, err)
-    }
-    return caller instanceof Promise ? caller.catch((err: unknown) => refused(request, err)) : caller
-  }
+  const authenticate = (request: FastifyRequest): Caller | Promise<Caller> =>
+    recovering(
+      () => authenticator.authenticate(request),
+      (err) => refused(request, err),
+    )
   const enter = (request: FastifyRequest, reply: FastifyReply, caller: Caller): void | Promise<void> => {
     request.caller = caller
     const scope = request.routeOptions.config.scope!
