@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import postgres from 'postgres'
 import { mintToken } from '../../src/auth/issue-token.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
 import type { OutboxEvent, StoredPlant } from '../../src/storage/types.js'
 import { newSigningSecret, newSubscriptionId } from '../../src/webhooks/events.js'
-import { backends, freshStorage } from '../helpers/backends.js'
+import { backends, freshStorage, POSTGRES_URL, postgresBackend } from '../helpers/backends.js'
+import { openStorage } from '../../src/storage/index.js'
 
 for (const backend of backends) {
   describe(`the events a plant change hands to storage (${backend.name})`, () => {
@@ -69,6 +71,55 @@ for (const backend of backends) {
       assert.equal(await storage.plants.delete(accountId, 2n, builder('custom.deleted', asked)), true)
       assert.equal(await storage.webhooks.countPendingDeliveries(), before + 1)
       assert.deepEqual(asked.at(-1), 2n, 'the builder was given the id deleted')
+    })
+  })
+}
+
+if (POSTGRES_URL !== undefined) {
+  const server = POSTGRES_URL
+  describe('the events of a plant change on PostgreSQL', () => {
+    test('reads no webhook subscription for an account that has none', async () => {
+      const database = await postgresBackend(server).createDatabase()
+      const admin = postgres(database.url, { max: 1, onnotice: () => {} })
+      const event = (plant: StoredPlant): OutboxEvent => ({ id: `evt_${plant.id}`, type: 'plant.created', body: '{}' })
+      // Each step on a connection of its own: a backend writes its table counters to pg_stat_user_tables as it
+      // exits, which closing the pool waits for (an idle one reports them only seconds later).
+      const onOwnConnection = async (step: (storage: InstrumentedStorage) => Promise<unknown>) => {
+        const storage = await openStorage(database.url, { migrate: true, poolSize: 1 })
+        await step(storage).finally(() => storage.close())
+      }
+      const reads = async () => {
+        const [row] = await admin<{ n: string }[]>`SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) AS n
+          FROM pg_stat_user_tables WHERE relid = 'webhook_subscriptions'::regclass`
+        return Number(row!.n)
+      }
+      const accounts: Record<string, number> = {}
+      const create = (storage: InstrumentedStorage, account: string, id: bigint) =>
+        storage.plants.create(accounts[account]!, { id, name: 'Fern', tag: null }, event)
+      try {
+        await onOwnConnection(async (storage) => {
+          for (const name of ['quiet', 'busy'])
+            accounts[name] = (await storage.tokens.create(mintToken({ accountName: name }).record)).accountId
+          await storage.webhooks.createSubscription({
+            id: newSubscriptionId(),
+            accountName: 'busy',
+            url: 'http://127.0.0.1:9/hook',
+            secret: newSigningSecret(),
+            eventTypes: ['plant.created'],
+          })
+        })
+        const start = await reads()
+        await onOwnConnection(async (storage) => {
+          for (let id = 1n; id <= 5n; id++) await create(storage, 'quiet', id)
+        })
+        assert.equal(await reads(), start, 'five changes of an account without subscriptions read none')
+        await onOwnConnection((storage) => create(storage, 'busy', 1n))
+        assert.ok((await reads()) > start, 'a change of the account with one reads it (the counters are kept)')
+        await onOwnConnection(async (storage) => assert.equal(await storage.webhooks.countPendingDeliveries(), 1))
+      } finally {
+        await admin.end()
+        await database.dispose()
+      }
     })
   })
 }
