@@ -9,9 +9,9 @@ import {
   type StorageLimits,
   type StoredPlant,
 } from '../types.js'
-import type { Query, Sql } from './client.js'
+import type { Sql } from './client.js'
 import { guard, retryingDeadlocks } from './errors.js'
-import { queueEvent } from './webhooks.js'
+import { queueEventText, queueEventValues } from './webhooks.js'
 
 /**
  * Rows each account's plant count is spread over: concurrent creates of one account update a random one each, so
@@ -40,11 +40,27 @@ function stripeWithRoom(quota: number, counts: Map<number, number>): number | un
   return open[Math.floor(Math.random() * open.length)]
 }
 
-/** A CTE adding `delta` to one stripe of the account's plant count for each row of `changed`. */
-const countPlants = (sql: Query, accountId: number, delta: 1 | -1) =>
-  sql`recounted AS (INSERT INTO plant_counts (account_id, stripe, plants)
-    SELECT ${accountId}, ${randomStripe()}, ${delta}::bigint FROM changed
-    ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants)`
+/**
+ * A create: one stripe of the account's count raised ($2, only under its share $7 unless the quota $6 is 0), the plant
+ * inserted ($1, $3, $4, $5) if it was, and its event queued ($8 on). Constant text, prepared once per connection.
+ */
+const CREATE = `WITH counted AS (
+    INSERT INTO plant_counts (account_id, stripe, plants) SELECT $1, $2, 1
+      WHERE NOT EXISTS (SELECT 1 FROM plants WHERE account_id = $1 AND id = $3)
+    ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + 1
+      WHERE $6::int = 0 OR plant_counts.plants < $7::bigint
+    RETURNING account_id),
+  changed AS (INSERT INTO plants (account_id, id, name, tag)
+    SELECT account_id, $3, $4, $5 FROM counted RETURNING id),
+  ${queueEventText('$1', 8)} SELECT count(*)::int AS n FROM changed`
+
+/** A delete: the plant ($1, $2) removed, one stripe ($3) of the account's count lowered if it was, its event queued. */
+const DELETE = `WITH changed AS (DELETE FROM plants WHERE account_id = $1 AND id = $2 RETURNING id),
+  recounted AS (INSERT INTO plant_counts (account_id, stripe, plants) SELECT $1, $3, -1 FROM changed
+    ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants),
+  ${queueEventText('$1', 4)} SELECT count(*)::int AS n FROM changed`
+
+const PREPARED = { prepare: true }
 
 const UNIQUE_VIOLATION = '23505'
 // Retries of a create whose stripe filled, or whose plant was deleted, between its statements: each follows a
@@ -71,23 +87,14 @@ export class PostgresPlants implements PlantStore {
   async create(accountId: number, plant: StoredPlant, event: EventOf<StoredPlant>): Promise<CreateOutcome> {
     const sql = this.#sql
     const quota = this.#limits.plantsPerAccount
-    const queue = queueEvent(sql, accountId, event(plant), this.#limits.queuedPerSubscription)
+    const queued = queueEventValues(event(plant), this.#limits.queuedPerSubscription)
     return guard(async () => {
       let stripe: number | undefined = stripeWithRoom(quota, new Map())
       for (let attempt = 1; stripe !== undefined && attempt <= MAX_ATTEMPTS; attempt++) {
-        const [raised, share] = [stripe, quota === 0 ? 0 : shareOf(quota, stripe)]
+        const share = quota === 0 ? 0 : shareOf(quota, stripe)
+        const values = [accountId, stripe, plant.id, plant.name, plant.tag, quota, share, ...queued]
         try {
-          const [inserted] = await retryingDeadlocks(
-            () => sql<{ n: number }[]>`WITH counted AS (
-              INSERT INTO plant_counts (account_id, stripe, plants) SELECT ${accountId}, ${raised}, 1
-                WHERE NOT EXISTS (SELECT 1 FROM plants WHERE account_id = ${accountId} AND id = ${plant.id})
-              ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + 1
-                WHERE ${quota}::int = 0 OR plant_counts.plants < ${share}::bigint
-              RETURNING account_id),
-            changed AS (INSERT INTO plants (account_id, id, name, tag)
-              SELECT account_id, ${plant.id}, ${plant.name}, ${plant.tag} FROM counted RETURNING id),
-            ${queue} SELECT count(*)::int AS n FROM changed`,
-          )
+          const [inserted] = await retryingDeadlocks(() => sql.unsafe<{ n: number }[]>(CREATE, values, PREPARED))
           if (inserted!.n === 1) return 'created'
         } catch (err) {
           if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err
@@ -133,13 +140,9 @@ export class PostgresPlants implements PlantStore {
 
   async delete(accountId: number, id: bigint, event: EventOf<bigint>): Promise<boolean> {
     const sql = this.#sql
-    const queue = queueEvent(sql, accountId, event(id), this.#limits.queuedPerSubscription)
-    const [deleted] = await guard(() =>
-      retryingDeadlocks(
-        () => sql<{ n: number }[]>`WITH changed AS (DELETE FROM plants WHERE account_id = ${accountId} AND id = ${id}
-          RETURNING id), ${countPlants(sql, accountId, -1)}, ${queue} SELECT count(*)::int AS n FROM changed`,
-      ),
-    )
+    const queued = queueEventValues(event(id), this.#limits.queuedPerSubscription)
+    const values = [accountId, id, randomStripe(), ...queued]
+    const [deleted] = await guard(() => retryingDeadlocks(() => sql.unsafe<{ n: number }[]>(DELETE, values, PREPARED)))
     return deleted!.n === 1
   }
 }
