@@ -6,7 +6,7 @@ export const EVENT_TYPES = ['plant.created', 'plant.deleted'] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
 // Random bytes for event ids, drawn a batch at a time as randomUUID does: randomBytes(16) on every event was a call
-// into OpenSSL each time, about 20 µs of a POST under load here.
+// into OpenSSL each time, 2.5% of a POST's time in a CPU profile of the service under load here.
 const ID_BYTES = 16
 const BATCH_BYTES = ID_BYTES * 128
 let batch = Buffer.alloc(0)

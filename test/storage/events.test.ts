@@ -2,11 +2,10 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import postgres from 'postgres'
 import { mintToken } from '../../src/auth/issue-token.js'
-import type { InstrumentedStorage } from '../../src/storage/index.js'
+import { openStorage, type InstrumentedStorage } from '../../src/storage/index.js'
 import type { OutboxEvent, StoredPlant } from '../../src/storage/types.js'
 import { newSigningSecret, newSubscriptionId } from '../../src/webhooks/events.js'
 import { backends, freshStorage, POSTGRES_URL, postgresBackend } from '../helpers/backends.js'
-import { openStorage } from '../../src/storage/index.js'
 
 for (const backend of backends) {
   describe(`the events a plant change hands to storage (${backend.name})`, () => {
@@ -82,11 +81,20 @@ if (POSTGRES_URL !== undefined) {
       const database = await postgresBackend(server).createDatabase()
       const admin = postgres(database.url, { max: 1, onnotice: () => {} })
       const event = (plant: StoredPlant): OutboxEvent => ({ id: `evt_${plant.id}`, type: 'plant.created', body: '{}' })
-      // Each step on a connection of its own: a backend writes its table counters to pg_stat_user_tables as it
-      // exits, which closing the pool waits for (an idle one reports them only seconds later).
+      const name = `events-test-${process.pid}`
+      const storageUrl = new URL(database.url)
+      storageUrl.searchParams.set('application_name', name)
+      // Each step on a connection of its own, waited for until its backend is gone: a backend writes its table
+      // counters to pg_stat_user_tables before it leaves pg_stat_activity (an idle one reports them seconds later).
       const onOwnConnection = async (step: (storage: InstrumentedStorage) => Promise<unknown>) => {
-        const storage = await openStorage(database.url, { migrate: true, poolSize: 1 })
+        const storage = await openStorage(storageUrl.toString(), { migrate: true, poolSize: 1 })
         await step(storage).finally(() => storage.close())
+        for (let deadline = Date.now() + 10_000; ; await new Promise((resolve) => setTimeout(resolve, 20))) {
+          const [row] = await admin<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE application_name = ${name}`
+          if (row!.n === 0) return
+          if (Date.now() > deadline) throw new Error(`a backend of ${name} is still connected`)
+        }
       }
       const reads = async () => {
         const [row] = await admin<{ n: string }[]>`SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) AS n

@@ -60,6 +60,7 @@ const DELETE = `WITH changed AS (DELETE FROM plants WHERE account_id = $1 AND id
     ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants),
   ${queueEventText('$1', 4)} SELECT count(*)::int AS n FROM changed`
 
+// sql.unsafe sends unnamed statements, planned on every call, unless told to prepare them (tagged templates are).
 const PREPARED = { prepare: true }
 
 const UNIQUE_VIOLATION = '23505'
@@ -141,8 +142,11 @@ export class PostgresPlants implements PlantStore {
   async delete(accountId: number, id: bigint, event: EventOf<bigint>): Promise<boolean> {
     const sql = this.#sql
     const queued = queueEventValues(event(id), this.#limits.queuedPerSubscription)
-    const values = [accountId, id, randomStripe(), ...queued]
-    const [deleted] = await guard(() => retryingDeadlocks(() => sql.unsafe<{ n: number }[]>(DELETE, values, PREPARED)))
+    // A stripe drawn again for each try: a deadlock retried on the same row could meet the same wait.
+    const values = () => [accountId, id, randomStripe(), ...queued]
+    const [deleted] = await guard(() =>
+      retryingDeadlocks(() => sql.unsafe<{ n: number }[]>(DELETE, values(), PREPARED)),
+    )
     return deleted!.n === 1
   }
 }

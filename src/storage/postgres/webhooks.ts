@@ -39,7 +39,7 @@ import { guard } from './errors.js'
  * PostgreSQL skip reading webhook_subscriptions for an account that has none. Without them, every change scanned it:
  * the plan cached while the table was small is a sequential scan, and another account's deliveries leave dead row
  * versions there faster than autovacuum removes them (with a 500,000-delivery backlog, POSTs of an account without
- * subscriptions ran at 0.63 of their rate without it).
+ * subscriptions ran at 0.63 of their rate without the backlog). An account with subscriptions still reads the table.
  *
  * Text, with the account's id as the parameter `account` and its own five numbered from `$at` (queueEventValues
  * gives them), so that a change's statement is one constant string: built from fragments, postgres.js assembled it
