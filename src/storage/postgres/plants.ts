@@ -14,8 +14,8 @@ import { guard, retryingDeadlocks } from './errors.js'
 import { queueEventText, queueEventValues } from './webhooks.js'
 
 /**
- * Rows each account's plant count is spread over: concurrent creates of one account update a random one each, so
- * they rarely queue on the same row lock (one row would serialise an account's writes at one commit at a time).
+ * Rows each account's plant count is spread over: concurrent creates of one account update different ones (the
+ * backend's own, OWN_STRIPE), so they rarely queue on the same row lock (one row would serialise an account's writes at one commit at a time).
  * Migration 8 spreads existing counts evenly over this many stripes: change both together.
  */
 export const PLANT_COUNT_STRIPES = 16
@@ -23,42 +23,78 @@ export const PLANT_COUNT_STRIPES = 16
 const randomStripe = () => Math.floor(Math.random() * PLANT_COUNT_STRIPES)
 
 /**
- * The plants quota split over the stripes, so that each stripe's share can be held exactly: stripe `s` may count
- * up to its share, and the shares add up to the quota. A quota lowered under what some stripes already count lets
- * the others still fill to their new shares: over it by at most the plants held then.
+ * The stripe a first try takes when the caller names none ($2 null): the backend's own, by its process id, so that
+ * the pool's connections each keep to a row of their own instead of meeting at random on one (a pool of 10 on 16
+ * stripes met on a row in half of its creates, and then waited for the other's commit). Kept under the quota $6
+ * when it is below PLANT_COUNT_STRIPES, where only the first $6 stripes have a share.
  */
-const shareOf = (quota: number, stripe: number) =>
-  Math.floor(quota / PLANT_COUNT_STRIPES) + (stripe < quota % PLANT_COUNT_STRIPES ? 1 : 0)
-
-/** A stripe with room for one more plant, given each stripe's count; undefined when every one is at its share. */
-function stripeWithRoom(quota: number, counts: Map<number, number>): number | undefined {
-  if (quota === 0) return randomStripe()
-  const open = []
-  for (let stripe = 0; stripe < PLANT_COUNT_STRIPES; stripe++) {
-    if ((counts.get(stripe) ?? 0) < shareOf(quota, stripe)) open.push(stripe)
-  }
-  return open[Math.floor(Math.random() * open.length)]
-}
+const OWN_STRIPE = `(pg_backend_pid() % CASE WHEN $6::int BETWEEN 1 AND ${PLANT_COUNT_STRIPES - 1} THEN $6::int
+  ELSE ${PLANT_COUNT_STRIPES} END)::smallint`
 
 /**
- * A create: one stripe of the account's count raised ($2, only under its share $7 unless the quota $6 is 0), the plant
- * inserted ($1, $3, $4, $5) if it was, and its event queued ($8 on). Constant text, prepared once per connection.
+ * Stripe `stripe`'s share of the quota `quota`: the quota split over the stripes so that each share can be held exactly,
+ * stripe by stripe, and the shares add up to the quota. A quota lowered under what some stripes already count lets
+ * the others still fill to their new shares: over it by at most the plants held then.
+ */
+const SHARE = (stripe: string, quota: string) =>
+  `(${quota}::int / ${PLANT_COUNT_STRIPES} + CASE WHEN ${stripe} < ${quota}::int % ${PLANT_COUNT_STRIPES} THEN 1 ELSE 0 END)`
+
+/**
+ * A create: one stripe of the account's count raised ($2, or the backend's own; only under its share unless the
+ * quota $6 is 0), the plant inserted ($1, $3, $4, $5) if it was, and its event queued ($7 on). Constant text,
+ * prepared once per connection.
  */
 const CREATE = `WITH counted AS (
-    INSERT INTO plant_counts (account_id, stripe, plants) SELECT $1, $2, 1
+    INSERT INTO plant_counts (account_id, stripe, plants) SELECT $1, coalesce($2::smallint, ${OWN_STRIPE}), 1
       WHERE NOT EXISTS (SELECT 1 FROM plants WHERE account_id = $1 AND id = $3)
     ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + 1
-      WHERE $6::int = 0 OR plant_counts.plants < $7::bigint
+      WHERE $6::int = 0 OR plant_counts.plants < ${SHARE('plant_counts.stripe', '$6')}
     RETURNING account_id),
   changed AS (INSERT INTO plants (account_id, id, name, tag)
     SELECT account_id, $3, $4, $5 FROM counted RETURNING id),
-  ${queueEventText('$1', 8)} SELECT count(*)::int AS n FROM changed`
+  ${queueEventText('$1', 7)} SELECT count(*)::int AS n FROM changed`
 
-/** A delete: the plant ($1, $2) removed, one stripe ($3) of the account's count lowered if it was, its event queued. */
+/** After a create that stored nothing: the plant ($1, $2) if there is one, and the stripes with room (quota $3). */
+const AFTER_CREATE = `SELECT p.name, p.tag, (SELECT string_agg(s::text, ',')
+    FROM generate_series(0, ${PLANT_COUNT_STRIPES - 1}) s LEFT JOIN plant_counts c ON c.account_id = $1 AND c.stripe = s
+    WHERE $3::int = 0 OR coalesce(c.plants, 0) < ${SHARE('s', '$3')}) AS open
+  FROM (SELECT 1) one LEFT JOIN plants p ON p.account_id = $1 AND p.id = $2`
+
+/**
+ * A delete: the plant ($1, $2) removed, one stripe of the account's count lowered if it was ($3, or the backend's
+ * own: any stripe may go below its share), its event queued.
+ */
 const DELETE = `WITH changed AS (DELETE FROM plants WHERE account_id = $1 AND id = $2 RETURNING id),
-  recounted AS (INSERT INTO plant_counts (account_id, stripe, plants) SELECT $1, $3, -1 FROM changed
+  recounted AS (INSERT INTO plant_counts (account_id, stripe, plants)
+    SELECT $1, coalesce($3::smallint, (pg_backend_pid() % ${PLANT_COUNT_STRIPES})::smallint), -1 FROM changed
     ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants),
   ${queueEventText('$1', 4)} SELECT count(*)::int AS n FROM changed`
+
+const pageTexts = new Map<string, string>()
+
+/**
+ * A page's statement for the shape of `request` (16 at most: by tag or not, after an id or not, each field or not),
+ * with the account ($1), the limit ($2), then the tag and the id to start after, as the request has them. The page
+ * comes back as the answer's JSON text, written by concatenation: json_build_object and json_agg put white space
+ * between tokens. to_json escapes a string as JSON.stringify does.
+ */
+function listText(request: PageRequest): string {
+  const key = `${request.tag !== undefined}${request.after !== undefined}${request.fields.id}${request.fields.tag}`
+  let text = pageTexts.get(key)
+  if (text === undefined) {
+    const matching = request.tag === undefined ? 'account_id = $1' : 'account_id = $1 AND tag = $3'
+    const after = request.after === undefined ? '' : `AND id > $${request.tag === undefined ? 3 : 4}`
+    const id = request.fields.id ? `|| ',"id":' || id::text` : ''
+    const tag = request.fields.tag ? `|| CASE WHEN tag IS NULL THEN '' ELSE ',"tag":' || to_json(tag)::text END` : ''
+    text = `WITH page AS (SELECT id, name, tag FROM plants WHERE ${matching} ${after} ORDER BY id LIMIT $2)
+      SELECT '[' || coalesce(string_agg('{"name":' || to_json(name)::text ${id} ${tag} || '}', ',' ORDER BY id), '')
+        || ']' AS json, max(id)::text AS last,
+        EXISTS (SELECT 1 FROM plants WHERE ${matching} AND id > (SELECT max(id) FROM page)) AS more
+      FROM page`
+    pageTexts.set(key, text)
+  }
+  return text
+}
 
 // sql.unsafe sends unnamed statements, planned on every call, unless told to prepare them (tagged templates are).
 const PREPARED = { prepare: true }
@@ -90,25 +126,25 @@ export class PostgresPlants implements PlantStore {
     const quota = this.#limits.plantsPerAccount
     const queued = queueEventValues(event(plant), this.#limits.queuedPerSubscription)
     return guard(async () => {
-      let stripe: number | undefined = stripeWithRoom(quota, new Map())
+      let stripe: number | null | undefined = null
       for (let attempt = 1; stripe !== undefined && attempt <= MAX_ATTEMPTS; attempt++) {
-        const share = quota === 0 ? 0 : shareOf(quota, stripe)
-        const values = [accountId, stripe, plant.id, plant.name, plant.tag, quota, share, ...queued]
+        const values = [accountId, stripe, plant.id, plant.name, plant.tag, quota, ...queued]
         try {
           const [inserted] = await retryingDeadlocks(() => sql.unsafe<{ n: number }[]>(CREATE, values, PREPARED))
           if (inserted!.n === 1) return 'created'
         } catch (err) {
           if ((err as { code?: unknown }).code !== UNIQUE_VIOLATION) throw err
         }
-        const [existing] = await sql<{ name: string | null; tag: string | null; stripes: string | null }[]>`SELECT
-          p.name, p.tag, (SELECT string_agg(stripe || ':' || plants, ',') FROM plant_counts
-            WHERE account_id = ${accountId}) AS stripes
-          FROM (SELECT 1) one LEFT JOIN plants p ON p.account_id = ${accountId} AND p.id = ${plant.id}`
+        const [existing] = await sql.unsafe<{ name: string | null; tag: string | null; open: string | null }[]>(
+          AFTER_CREATE,
+          [accountId, plant.id, quota],
+          PREPARED,
+        )
         if (existing!.name !== null) {
           return existing!.name === plant.name && existing!.tag === plant.tag ? 'identical' : 'conflict'
         }
-        const counts = (existing!.stripes ?? '').split(',').filter(Boolean)
-        stripe = stripeWithRoom(quota, new Map(counts.map((entry) => entry.split(':').map(Number) as [number, number])))
+        const open = (existing!.open ?? '').split(',').filter(Boolean)
+        stripe = open.length === 0 ? undefined : Number(open[Math.floor(Math.random() * open.length)])
       }
       if (stripe === undefined) throw new QuotaExceededError('plants', quota)
       throw new StorageUnavailableError(new Error('the plant count kept changing during create'))
@@ -116,25 +152,11 @@ export class PostgresPlants implements PlantStore {
   }
 
   async list(accountId: number, request: PageRequest): Promise<PlantPage> {
-    const sql = this.#sql
-    const matching =
-      request.tag === undefined
-        ? sql`account_id = ${accountId}`
-        : sql`account_id = ${accountId} AND tag = ${request.tag}`
-    const after = request.after === undefined ? sql`` : sql`AND id > ${request.after}`
-    // The page comes back as the answer's JSON text, written by concatenation: json_build_object and json_agg
-    // put white space between tokens. to_json escapes a string as JSON.stringify does.
-    const id = request.fields.id ? sql`|| ',"id":' || id::text` : sql``
-    const tag = request.fields.tag
-      ? sql`|| CASE WHEN tag IS NULL THEN '' ELSE ',"tag":' || to_json(tag)::text END`
-      : sql``
-    const [row] = await guard(
-      () => sql<{ json: string; last: string | null; more: boolean }[]>`WITH page AS (SELECT id, name, tag FROM plants
-          WHERE ${matching} ${after} ORDER BY id LIMIT ${request.limit})
-        SELECT '[' || coalesce(string_agg('{"name":' || to_json(name)::text ${id} ${tag} || '}', ',' ORDER BY id), '') || ']'
-          AS json, max(id)::text AS last,
-          EXISTS (SELECT 1 FROM plants WHERE ${matching} AND id > (SELECT max(id) FROM page)) AS more
-        FROM page`,
+    const values: (number | string | bigint)[] = [accountId, request.limit]
+    if (request.tag !== undefined) values.push(request.tag)
+    if (request.after !== undefined) values.push(request.after)
+    const [row] = await guard(() =>
+      this.#sql.unsafe<{ json: string; last: string | null; more: boolean }[]>(listText(request), values, PREPARED),
     )
     return { json: row!.json, lastId: row!.last === null ? undefined : BigInt(row!.last), more: row!.more }
   }
@@ -142,8 +164,10 @@ export class PostgresPlants implements PlantStore {
   async delete(accountId: number, id: bigint, event: EventOf<bigint>): Promise<boolean> {
     const sql = this.#sql
     const queued = queueEventValues(event(id), this.#limits.queuedPerSubscription)
-    // A stripe drawn again for each try: a deadlock retried on the same row could meet the same wait.
-    const values = () => [accountId, id, randomStripe(), ...queued]
+    // The backend's own stripe first, then one drawn at random for each retry: a deadlock retried on the same row
+    // could meet the same wait.
+    let tries = 0
+    const values = () => [accountId, id, tries++ === 0 ? null : randomStripe(), ...queued]
     const [deleted] = await guard(() =>
       retryingDeadlocks(() => sql.unsafe<{ n: number }[]>(DELETE, values(), PREPARED)),
     )
