@@ -14,8 +14,9 @@ import { guard, retryingDeadlocks } from './errors.js'
 import { queueEventText, queueEventValues } from './webhooks.js'
 
 /**
- * Rows each account's plant count is spread over: concurrent creates of one account update different ones (the
- * backend's own, OWN_STRIPE), so they rarely queue on the same row lock (one row would serialise an account's writes at one commit at a time).
+ * Rows each account's plant count is spread over: concurrent creates of one account update different ones (each
+ * backend its own, OWN_STRIPE), so they rarely queue on the same row lock (one row would serialise an account's
+ * writes at one commit at a time).
  * Migration 8 spreads existing counts evenly over this many stripes: change both together.
  */
 export const PLANT_COUNT_STRIPES = 16
@@ -32,12 +33,12 @@ const OWN_STRIPE = `(pg_backend_pid() % CASE WHEN $6::int BETWEEN 1 AND ${PLANT_
   ELSE ${PLANT_COUNT_STRIPES} END)::smallint`
 
 /**
- * Stripe `stripe`'s share of the quota `quota`: the quota split over the stripes so that each share can be held exactly,
- * stripe by stripe, and the shares add up to the quota. A quota lowered under what some stripes already count lets
- * the others still fill to their new shares: over it by at most the plants held then.
+ * Stripe `stripe`'s share of the quota `quota`: the quota split over the stripes so that each share can be held
+ * exactly, stripe by stripe, and the shares add up to the quota. A quota lowered under what some stripes already
+ * count lets the others still fill to their new shares: over it by at most the plants held then.
  */
-const SHARE = (stripe: string, quota: string) =>
-  `(${quota}::int / ${PLANT_COUNT_STRIPES} + CASE WHEN ${stripe} < ${quota}::int % ${PLANT_COUNT_STRIPES} THEN 1 ELSE 0 END)`
+const SHARE = (stripe: string, quota: string) => `(${quota}::int / ${PLANT_COUNT_STRIPES}
+  + CASE WHEN ${stripe} < ${quota}::int % ${PLANT_COUNT_STRIPES} THEN 1 ELSE 0 END)`
 
 /**
  * A create: one stripe of the account's count raised ($2, or the backend's own; only under its share unless the
