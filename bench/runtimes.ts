@@ -71,6 +71,22 @@ async function runtimeFolder(node: string, version: string, abi: string, dir: st
   return path.join(dir, 'dist', 'cli', 'main.js')
 }
 
+/**
+ * The plain handler's folder in `dir`: the packages `dir` runs on, but postgres.js as published, without the write
+ * delay the service's install removes (scripts/patch-postgres.js): the plain handler is what a user writes by hand.
+ */
+async function plainFolder(dir: string): Promise<string> {
+  const plain = path.join(dir, 'plain')
+  const modules = path.join(dir, 'node_modules')
+  mkdirSync(path.join(plain, 'node_modules'), { recursive: true })
+  for (const entry of readdirSync(modules).filter((name) => !name.startsWith('.') && name !== 'postgres')) {
+    symlinkSync(realpathSync(path.join(modules, entry)), path.join(plain, 'node_modules', entry))
+  }
+  const published = path.join(plain, 'node_modules', 'postgres')
+  await run(process.execPath, [path.join(REPO_DIR, 'scripts', 'patch-postgres.js'), '--published', published])
+  return compileScript('plain-server', plain)
+}
+
 /** The harness's node, then each of `others`, each another version (a folder of its own is named by it). */
 export async function prepareRuntimes(others: string[], context: ServerContext, log: (line: string) => void) {
   const binaries = [process.execPath, ...others.map((node) => path.resolve(node))]
@@ -83,7 +99,7 @@ export async function prepareRuntimes(others: string[], context: ServerContext, 
       throw new Error(`--node: Node ${version} is of a major version already run (labels would clash)`)
     const serviceMain = await runtimeFolder(node, version, abi, dir, log)
     const tag = binaries.length === 1 ? '' : ` on Node ${version.slice(1).split('.')[0]}`
-    runtimes.push({ node, version, tag, serviceMain, plainServer: compileScript('plain-server', dir) })
+    runtimes.push({ node, version, tag, serviceMain, plainServer: await plainFolder(dir) })
   }
   return runtimes
 }
