@@ -6,9 +6,8 @@
 
 /** GETs `path`, with the bearer token when one is given: its status, body and Link header. */
 export async function getPage(url: string, token: string | undefined, path: string) {
-  const response = await fetch(`${url}${path}`, {
-    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
-  })
+  const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` }
+  const response = await fetch(`${url}${path}`, { headers })
   return { status: response.status, body: await response.text(), link: response.headers.get('link') ?? undefined }
 }
 

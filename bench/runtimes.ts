@@ -3,7 +3,8 @@
  * (bench/README.md). better-sqlite3 is a native module built for one Node ABI: for a binary of another, the harness
  * builds a copy against that binary's headers, cached in node_modules/.cache/plantstore-bench/, and runs the service
  * from a folder of its own: a copy of dist/ (Node resolves packages from a module's real path; ES modules ignore
- * NODE_PATH) beside a node_modules of links to the project's packages, better-sqlite3 the copy.
+ * NODE_PATH) beside a node_modules of links to the project's packages, better-sqlite3 the copy. The plain handler,
+ * as a user would write it by hand, runs on postgres.js as published, without the patch of the service's install.
  */
 import { execFile } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs'
@@ -59,32 +60,26 @@ async function runtimeFolder(node: string, version: string, abi: string, dir: st
     symlinkSync(MODULES, path.join(dir, 'node_modules'))
     return SERVICE_MAIN
   }
-  const betterSqlite = await betterSqliteFor(node, version, abi, log)
-  mkdirSync(path.join(dir, 'node_modules'))
-  for (const entry of readdirSync(MODULES).filter((name) => !name.startsWith('.'))) {
-    const target = entry === 'better-sqlite3' ? betterSqlite : path.join(MODULES, entry)
-    symlinkSync(target, path.join(dir, 'node_modules', entry))
-  }
+  linkModules(dir, MODULES, { 'better-sqlite3': await betterSqliteFor(node, version, abi, log) })
   // package.json too: it makes dist/ ES modules, and the service reads its version from it.
   cpSync(path.join(REPO_DIR, 'package.json'), path.join(dir, 'package.json'))
   cpSync(path.join(REPO_DIR, 'dist'), path.join(dir, 'dist'), { recursive: true })
   return path.join(dir, 'dist', 'cli', 'main.js')
 }
 
-/**
- * The plain handler's folder in `dir`: the packages `dir` runs on, but postgres.js as published, without the write
- * delay the service's install removes (scripts/patch-postgres.js): the plain handler is what a user writes by hand.
- */
+/** `folder`/node_modules: links to the packages in `modules` (their real folders), or to those `replaced` gives. */
+function linkModules(folder: string, modules: string, replaced: Record<string, string>): void {
+  mkdirSync(path.join(folder, 'node_modules'), { recursive: true })
+  for (const entry of readdirSync(modules).filter((name) => !name.startsWith('.')))
+    symlinkSync(replaced[entry] ?? realpathSync(path.join(modules, entry)), path.join(folder, 'node_modules', entry))
+}
+
+/** The plain handler's folder in `dir`: `dir`'s packages, but postgres.js as published (scripts/patch-postgres.js). */
 async function plainFolder(dir: string): Promise<string> {
-  const plain = path.join(dir, 'plain')
-  const modules = path.join(dir, 'node_modules')
-  mkdirSync(path.join(plain, 'node_modules'), { recursive: true })
-  for (const entry of readdirSync(modules).filter((name) => !name.startsWith('.') && name !== 'postgres')) {
-    symlinkSync(realpathSync(path.join(modules, entry)), path.join(plain, 'node_modules', entry))
-  }
-  const published = path.join(plain, 'node_modules', 'postgres')
+  const published = path.join(dir, 'postgres-as-published')
   await run(process.execPath, [path.join(REPO_DIR, 'scripts', 'patch-postgres.js'), '--published', published])
-  return compileScript('plain-server', plain)
+  linkModules(path.join(dir, 'plain'), path.join(dir, 'node_modules'), { postgres: published })
+  return compileScript('plain-server', path.join(dir, 'plain'))
 }
 
 /** The harness's node, then each of `others`, each another version (a folder of its own is named by it). */
