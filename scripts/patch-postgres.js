@@ -1,9 +1,10 @@
 // npm's postinstall: makes the installed postgres.js (pinned in package.json) send each message to its socket when it
-// is written. As published, the client holds a message under 1 KB (every prepared statement's Bind) until a
-// setImmediate, that is until the event loop has run every other I/O callback of its turn: under load each query
-// reached PostgreSQL a whole turn late. Written through, the service answered 1.06-1.10 times the PostgreSQL POSTs
-// (bench/README.md, "PostgreSQL writes: the client's write delay"). Idempotent; stops the install with one line when
-// the installed client is not the text this was written for, so that a version change is looked at, not guessed.
+// is written. As published, the client holds messages until they add up to 1 KB or a setImmediate runs, that is
+// until the event loop has run every other I/O callback of its turn: a prepared statement's few hundred bytes
+// reached PostgreSQL that much later under load, while its backend waited (bench/README.md, "PostgreSQL writes: the
+// client's write delay", has the measurements). Idempotent; stops the install with one line when the installed
+// client is not the text this was written for, so that a version change is looked at, not guessed. npm runs it on
+// `npm install` and `npm ci`, not on `npm install <package>`: run `npm install` after changing postgres.js.
 //
 // `node scripts/patch-postgres.js --published DIR` copies the installed client to DIR as published instead: the
 // benchmark's plain handler runs on it, as a user's hand-written server would.
@@ -39,10 +40,13 @@ function rewrite(root, from, to) {
   }
 }
 
-const [flag, target] = process.argv.slice(2)
-if (flag === '--published' && target !== undefined) {
-  cpSync(installed, target, { recursive: true })
-  rewrite(target, WRITTEN_THROUGH, HELD)
-} else {
+const args = process.argv.slice(2)
+if (args.length === 0) {
   rewrite(installed, HELD, WRITTEN_THROUGH)
+} else if (args.length === 2 && args[0] === '--published') {
+  cpSync(installed, args[1], { recursive: true })
+  rewrite(args[1], WRITTEN_THROUGH, HELD)
+} else {
+  console.error('usage: node scripts/patch-postgres.js [--published DIR]')
+  process.exit(2)
 }

@@ -23,7 +23,7 @@ describe('scripts/patch-postgres.js', () => {
   }
 
   test('npm install leaves the client writing each message through, in both of its builds', () => {
-    for (const text of files(INSTALLED)) assert.ok(!text.includes(HOLDS))
+    for (const text of files(INSTALLED)) assert.ok(!text.includes(HOLDS), 'run npm install: its postinstall patches it')
   })
 
   test('--published copies the client as published, which the install turns back into what it installs', () => {
@@ -37,6 +37,17 @@ describe('scripts/patch-postgres.js', () => {
     assert.deepEqual(files(client), files(INSTALLED))
     execFileSync(process.execPath, [script])
     assert.deepEqual(files(client), files(INSTALLED), 'a second run changes nothing')
+  })
+
+  test('answers anything but no arguments or --published DIR with its usage and status 2, changing nothing', () => {
+    const { script, client } = sandbox('usage')
+    const before = files(client)
+    for (const args of [['--published'], ['--publish', join(dir, 'x')], ['extra']]) {
+      const run = spawnSync(process.execPath, [script, ...args], { encoding: 'utf8' })
+      assert.equal(run.status, 2, args.join(' '))
+      assert.equal(run.stderr, 'usage: node scripts/patch-postgres.js [--published DIR]\n')
+    }
+    assert.deepEqual(files(client), before)
   })
 
   test('stops with one line and status 1 when the installed client is not the text it was written for', () => {
