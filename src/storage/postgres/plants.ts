@@ -27,6 +27,8 @@ const randomStripe = () => Math.floor(Math.random() * PLANT_COUNT_STRIPES)
  * The stripe a first try takes when the caller names none ($2 null): the backend's own, by its process id, so that
  * the pool's connections each keep to a row of their own instead of meeting at random on one (10 creates at once on
  * 16 random stripes: each shares its row with another in 1 - (15/16)^9, 44% of cases, and waits for its commit).
+ * Not a guarantee: connections opened at different times can meet on one stripe for as long as they live (their
+ * process ids equal mod 16), and then take turns (bench/README.md, issue 29's targets, "The backlog").
  * Kept under the quota $6 when it is below PLANT_COUNT_STRIPES, where only the first $6 stripes have a share.
  */
 const OWN_STRIPE = `(pg_backend_pid() % CASE WHEN $6::int BETWEEN 1 AND ${PLANT_COUNT_STRIPES - 1} THEN $6::int
