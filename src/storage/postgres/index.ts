@@ -9,29 +9,40 @@ import { PostgresTokens } from './tokens.js'
 import { PostgresWebhooks } from './webhooks.js'
 
 /**
- * Opens storage on PostgreSQL (or an engine speaking its protocol) through a pool of the `postgres` client,
- * migrating it or checking that it is current as `options.migrate` says.
+ * Connections of the webhook dispatcher's own (claims, outcomes, upkeep), opened when first used: its statements
+ * never wait in the requests' queue for a connection, nor requests behind them. On one shared pool, an account's
+ * POSTs ran at about half their rate while another account's backlog was being delivered (bench/README.md, issue
+ * 29's targets, "The backlog").
+ */
+export const DELIVERY_POOL_SIZE = 4
+
+/**
+ * Opens storage on PostgreSQL (or an engine speaking its protocol) through two pools of the `postgres` client, one
+ * for requests and one for webhook delivery, migrating it or checking that it is current as `options.migrate` says.
  */
 export async function open(url: string, options: OpenOptions): Promise<Storage> {
   const sql = connect(url, options.poolSize ?? 10)
+  const delivery = connect(url, DELIVERY_POOL_SIZE, { application_name: 'plantstore-delivery' })
   let migrationsApplied: number[]
   try {
     migrationsApplied = await onEachHost(hostRotation(url), () =>
       migrateOrCheck(options.migrate, { apply: () => migrate(sql), pending: () => pendingMigrations(sql) }),
     )
   } catch (err) {
-    await endPool(sql)
+    await Promise.all([endPool(sql), endPool(delivery)])
     throw err
   }
   const limits = options.limits ?? NO_LIMITS
   return {
     plants: new PostgresPlants(sql, limits),
     tokens: new PostgresTokens(sql, url),
-    webhooks: new PostgresWebhooks(sql, limits),
+    webhooks: new PostgresWebhooks(sql, delivery, limits),
     health: new PostgresHealth(sql),
     migrationsApplied,
     // Requests have finished when storage closes (the app closes first), so a connection that does not say
     // goodbye within a second is dropped: one that died in an outage otherwise holds shutdown for long.
-    close: () => endPool(sql),
+    close: async () => {
+      await Promise.all([endPool(sql), endPool(delivery)])
+    },
   }
 }

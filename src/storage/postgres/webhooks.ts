@@ -110,13 +110,18 @@ async function settleBatch(
 
 type ClaimRow = DeliveryRow & { leased_id: string }
 
-/** Webhook subscriptions and the outbox of deliveries, on the storage's PostgreSQL pool. */
+/**
+ * Webhook subscriptions and the outbox of deliveries: what requests do on the storage's pool, what the dispatcher does
+ * (claims, outcomes, settling, purging, counting) on `delivery`, its own (index.ts, DELIVERY_POOL_SIZE).
+ */
 export class PostgresWebhooks implements WebhookStore {
   readonly #sql: Sql
+  readonly #delivery: Sql
   readonly #limits: StorageLimits
 
-  constructor(sql: Sql, limits: StorageLimits) {
+  constructor(sql: Sql, delivery: Sql, limits: StorageLimits) {
     this.#sql = sql
+    this.#delivery = delivery
     this.#limits = limits
   }
 
@@ -187,7 +192,7 @@ export class PostgresWebhooks implements WebhookStore {
   }
 
   async claimDeliveries(limit: number, leaseMs: number, perAccount: number): Promise<ClaimedDelivery[]> {
-    const sql = this.#sql
+    const sql = this.#delivery
     const lease = randomUUID()
     // SKIP LOCKED: two dispatchers never lease the same subscription, and a claim never waits on a plant change
     // queueing an event. The choice is the SQLite backend's (see CHOOSE there): ready subscriptions in due order
@@ -229,7 +234,7 @@ export class PostgresWebhooks implements WebhookStore {
   }
 
   async finishDelivery(delivery: DeliveryRef, outcome: DeliveryOutcome): Promise<void> {
-    const sql = this.#sql
+    const sql = this.#delivery
     const subscription = delivery.subscriptionId
     const id = BigInt(delivery.id)
     const delivered = outcome.state === 'delivered'
@@ -272,7 +277,7 @@ export class PostgresWebhooks implements WebhookStore {
   }
 
   async settleDisabled(limit: number): Promise<number> {
-    const sql = this.#sql
+    const sql = this.#delivery
     // SKIP LOCKED: instances settling at once take different subscriptions.
     const target = sql`SELECT id, disabled_at, disabled_reason FROM webhook_subscriptions
       WHERE state = 'disabled' AND queued > 0 LIMIT 1 FOR UPDATE SKIP LOCKED`
@@ -284,7 +289,7 @@ export class PostgresWebhooks implements WebhookStore {
   }
 
   async purgeFailedDeliveries(before: Date, limit: number): Promise<number> {
-    const sql = this.#sql
+    const sql = this.#delivery
     const result = await guard(
       () => sql`DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries
         WHERE state = 'failed' AND failed_at < ${before} ORDER BY failed_at LIMIT ${limit})`,
@@ -309,7 +314,7 @@ export class PostgresWebhooks implements WebhookStore {
   }
 
   async countPendingDeliveries(): Promise<number> {
-    const sql = this.#sql
+    const sql = this.#delivery
     const [row] = await guard(
       () => sql<{ n: bigint }[]>`SELECT coalesce(sum(queued), 0)::bigint AS n FROM webhook_subscriptions
         WHERE state = 'active'`,

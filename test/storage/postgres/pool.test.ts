@@ -82,6 +82,40 @@ if (POSTGRES_URL !== undefined)
       assert.deepEqual(row, { subscriptions: 10, attempts: 10, off: 0 })
     })
 
+    test('delivers on connections of its own: a claim is answered while every request connection waits', async () => {
+      const storage = await open(1)
+      try {
+        const { accountId } = await storage.tokens.create(mintToken({ accountName: 'delivering' }).record)
+        let create: Promise<unknown> | undefined
+        await admin.begin(async (tx) => {
+          await tx`LOCK TABLE plants IN ACCESS EXCLUSIVE MODE`
+          let createAnswered = false
+          create = storage.plants
+            .create(accountId, { id: 1n, name: 'Fern', tag: null }, plantCreated)
+            .finally(() => (createAnswered = true))
+          // The pool's one connection is held once the create waits on the lock.
+          const deadline = Date.now() + 10_000
+          for (let waiting = 0; waiting === 0;) {
+            assert.ok(Date.now() < deadline, 'the create never waited on the lock')
+            await new Promise((resolve) => setTimeout(resolve, 10))
+            waiting = (
+              await tx`SELECT pid FROM pg_stat_activity
+              WHERE application_name = ${APP} AND pg_backend_pid() = ANY(pg_blocking_pids(pid))`
+            ).length
+          }
+          assert.deepEqual(await storage.webhooks.claimDeliveries(16, 60_000, 4), [])
+          assert.equal(await storage.webhooks.countPendingDeliveries(), 0)
+          assert.equal(createAnswered, false, 'the claim waited for the request before it')
+        })
+        assert.equal(await create, 'created')
+        assert.deepEqual(await listPlants(storage.plants, accountId, { limit: 5 }), [
+          { id: 1n, name: 'Fern', tag: null },
+        ])
+      } finally {
+        await storage.close()
+      }
+    })
+
     test('stores the first write after its connection was ended mid-statement', async () => {
       // postgres.js 3.4.9 keeps the FATAL of a backend that ended under a running statement and rejects the next
       // connection's first statement with it, unsent (the fix is porsager/postgres#1215).
