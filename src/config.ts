@@ -138,7 +138,7 @@ export const ConfigSchema = Type.Object({
   }),
   DATABASE_POOL_SIZE: integer(1, 1000, 10, {
     description:
-      "PostgreSQL: most connections each process opens; instances × pool size must stay under the server's `max_connections`.",
+      "PostgreSQL: most connections each process opens for requests; webhook delivery opens up to 4 more of its own when it runs, so instances × (pool size + 4) must stay under the server's `max_connections`.",
   }),
   DATABASE_MIGRATE_ON_START: yesNo(true, {
     description:
