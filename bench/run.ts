@@ -48,8 +48,8 @@ async function seededServer(variant: Variant, options: BenchOptions, context: Se
   return newTarget(server, tokens, databaseUrl)
 }
 
-const postgresVersion = async (url: string) =>
-  (await queryRows<{ version: string }>(url, 'select version()'))[0]?.version.split(' on ')[0]
+const POSTGRES_FACTS = `select split_part(version(), ' on ', 1) || ', autovacuum ' || current_setting('autovacuum') AS v`
+const postgresVersion = async (url: string) => (await queryRows<{ v: string }>(url, POSTGRES_FACTS))[0]?.v
 
 /** The run's facts for the report: the command, its mode, the machine, and which code and software ran. */
 async function runFacts(options: BenchOptions, pinning: Pinning, runtimes: Runtime[], postgresUrl?: string) {
