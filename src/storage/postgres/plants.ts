@@ -14,9 +14,9 @@ import { guard, retryingDeadlocks } from './errors.js'
 import { queueEventText, queueEventValues } from './webhooks.js'
 
 /**
- * Rows each account's plant count is spread over: concurrent creates of one account update different ones (one no
- * other transaction holds, CREATE_STRIPE), so they do not queue on one row lock while a stripe is free (one row
- * would serialise an account's writes at one commit at a time).
+ * Rows each account's plant count is spread over: concurrent creates of one account update different ones (each
+ * backend its own, OWN_STRIPE), so they rarely queue on the same row lock (one row would serialise an account's
+ * writes at one commit at a time).
  * Migration 8 spreads existing counts evenly over this many stripes: change both together.
  */
 export const PLANT_COUNT_STRIPES = 16
@@ -24,16 +24,15 @@ export const PLANT_COUNT_STRIPES = 16
 const randomStripe = () => Math.floor(Math.random() * PLANT_COUNT_STRIPES)
 
 /**
- * The backend's own stripe, by its process id: where a connection starts looking, so that the pool's connections
- * each keep to a row of their own. Kept under the quota when it is below PLANT_COUNT_STRIPES, where only the first
- * `quota` stripes have a share.
+ * The stripe a first try takes when the caller names none ($2 null): the backend's own, by its process id, so that
+ * the pool's connections each keep to a row of their own instead of meeting at random on one (10 creates at once on
+ * 16 random stripes: each shares its row with another in 1 - (15/16)^9, 44% of cases, and waits for its commit).
+ * Not a guarantee: connections opened at different times can meet on one stripe for as long as they live (their
+ * process ids equal mod 16), and then take turns (bench/README.md, issue 29's targets, "The backlog").
+ * Kept under the quota $6 when it is below PLANT_COUNT_STRIPES, where only the first $6 stripes have a share.
  */
-const OWN_STRIPE = (quota: string) => `(pg_backend_pid() % CASE WHEN ${quota}::int BETWEEN 1 AND
-  ${PLANT_COUNT_STRIPES - 1} THEN ${quota}::int ELSE ${PLANT_COUNT_STRIPES} END)::smallint`
-
-/** Stripes in the order a connection tries them: its own first, then the ones after it. */
-const FROM_OWN = (stripe: string, quota: string) =>
-  `(${stripe} - ${OWN_STRIPE(quota)} + ${PLANT_COUNT_STRIPES}) % ${PLANT_COUNT_STRIPES}`
+const OWN_STRIPE = `(pg_backend_pid() % CASE WHEN $6::int BETWEEN 1 AND ${PLANT_COUNT_STRIPES - 1} THEN $6::int
+  ELSE ${PLANT_COUNT_STRIPES} END)::smallint`
 
 /**
  * Stripe `stripe`'s share of the quota `quota`: the quota split over the stripes so that each share can be held
@@ -44,29 +43,12 @@ const SHARE = (stripe: string, quota: string) => `(${quota}::int / ${PLANT_COUNT
   + CASE WHEN ${stripe} < ${quota}::int % ${PLANT_COUNT_STRIPES} THEN 1 ELSE 0 END)`
 
 /**
- * The stripe a create raises when the caller names none ($2 null), without waiting for another transaction: the
- * first, from the backend's own, that has room and that no other transaction holds (SKIP LOCKED), else the first
- * with a share that has no row yet, else the backend's own (and wait for it). Process ids alone let a pool's
- * connections meet on one stripe for as long as they live and take turns at its lock (bench/README.md, issue
- * 29's targets, "The backlog"). The lock is taken on the row as committed, after its room is checked again, so
- * the quota holds.
- */
-const CREATE_STRIPE = `coalesce($2::smallint,
-  (SELECT stripe FROM plant_counts WHERE $2::smallint IS NULL AND account_id = $1
-    AND ($6::int = 0 OR plants < ${SHARE('stripe', '$6')})
-    ORDER BY ${FROM_OWN('stripe', '$6')} LIMIT 1 FOR UPDATE SKIP LOCKED),
-  (SELECT s::smallint FROM generate_series(0, ${PLANT_COUNT_STRIPES - 1}) s
-    WHERE ($6::int = 0 OR s < $6::int) AND NOT EXISTS (SELECT 1 FROM plant_counts WHERE account_id = $1 AND stripe = s)
-    ORDER BY ${FROM_OWN('s', '$6')} LIMIT 1),
-  ${OWN_STRIPE('$6')})`
-
-/**
- * A create: one stripe of the account's count raised (CREATE_STRIPE; only under its share unless the quota $6 is
- * 0), the plant inserted ($1, $3, $4, $5) if it was, and its event queued ($7 on). Constant text, prepared once
- * per connection.
+ * A create: one stripe of the account's count raised ($2, or the backend's own; only under its share unless the
+ * quota $6 is 0), the plant inserted ($1, $3, $4, $5) if it was, and its event queued ($7 on). Constant text,
+ * prepared once per connection.
  */
 const CREATE = `WITH counted AS (
-    INSERT INTO plant_counts (account_id, stripe, plants) SELECT $1, ${CREATE_STRIPE}, 1
+    INSERT INTO plant_counts (account_id, stripe, plants) SELECT $1, coalesce($2::smallint, ${OWN_STRIPE}), 1
       WHERE NOT EXISTS (SELECT 1 FROM plants WHERE account_id = $1 AND id = $3)
     ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + 1
       WHERE $6::int = 0 OR plant_counts.plants < ${SHARE('plant_counts.stripe', '$6')}
@@ -82,16 +64,12 @@ const AFTER_CREATE = `SELECT p.name, p.tag, (SELECT string_agg(s::text, ',')
   FROM (SELECT 1) one LEFT JOIN plants p ON p.account_id = $1 AND p.id = $2`
 
 /**
- * A delete: the plant ($1, $2) removed, one stripe of the account's count lowered if it was ($3, else the first from
- * the backend's own that no other transaction holds, else the backend's own: any stripe may go below its share), its
- * event queued.
+ * A delete: the plant ($1, $2) removed, one stripe of the account's count lowered if it was ($3, or the backend's
+ * own: any stripe may go below its share), its event queued.
  */
 const DELETE = `WITH changed AS (DELETE FROM plants WHERE account_id = $1 AND id = $2 RETURNING id),
   recounted AS (INSERT INTO plant_counts (account_id, stripe, plants)
-    SELECT $1, coalesce($3::smallint,
-      (SELECT stripe FROM plant_counts WHERE $3::smallint IS NULL AND account_id = $1
-        ORDER BY ${FROM_OWN('stripe', '0')} LIMIT 1 FOR UPDATE SKIP LOCKED),
-      ${OWN_STRIPE('0')}), -1 FROM changed
+    SELECT $1, coalesce($3::smallint, (pg_backend_pid() % ${PLANT_COUNT_STRIPES})::smallint), -1 FROM changed
     ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants),
   ${queueEventText('$1', 4)} SELECT count(*)::int AS n FROM changed`
 
