@@ -6,7 +6,7 @@ import { keyUrlAllowed, looksLikeJwt } from './auth/jwt-shapes.js'
 import { RATE_PATTERN } from './limits/rate.js'
 import { redactUrl } from './redact.js'
 import { LIMIT_MAX } from './schemas/list-query.js'
-import type { StorageLimits } from './storage/index.js'
+import { DELIVERY_POOL_SIZE, type StorageLimits } from './storage/index.js'
 
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db'
 
@@ -137,8 +137,7 @@ export const ConfigSchema = Type.Object({
       'Storage: `sqlite:<path>` (relative to the working directory; folders are created) or `postgres://user:password@host:5432/database` (`postgresql://` too; `sslmode=require` is read by the client; other query parameters such as `search_path`, `statement_timeout`, `lock_timeout` are sent to the server as settings of each connection).',
   }),
   DATABASE_POOL_SIZE: integer(1, 1000, 10, {
-    description:
-      "PostgreSQL: most connections each process opens for requests; webhook delivery opens up to 4 more of its own when it runs, so instances × (pool size + 4) must stay under the server's `max_connections`.",
+    description: `PostgreSQL: most connections each process opens for requests; webhook delivery (and the queued-deliveries count of \`/metrics\`) opens up to ${DELIVERY_POOL_SIZE} more of its own when first used, so instances × (pool size + ${DELIVERY_POOL_SIZE}) must stay under the server's \`max_connections\`.`,
   }),
   DATABASE_MIGRATE_ON_START: yesNo(true, {
     description:

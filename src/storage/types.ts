@@ -364,6 +364,14 @@ export interface Storage {
   close(): Promise<void>
 }
 
+/**
+ * Connections a PostgreSQL storage opens, beside its pool of `poolSize`, for the outbox's work: the webhook
+ * dispatcher's claims, outcomes and upkeep, and the count of queued deliveries /metrics reads. Opened when first
+ * used. Neither side waits in the other's queue for a connection: a claim is answered while every request connection
+ * is busy, and requests never wait behind delivery statements.
+ */
+export const DELIVERY_POOL_SIZE = 4
+
 /** How to open storage. */
 export interface OpenOptions {
   /** Apply pending migrations (true), or refuse to open a database whose schema is behind (false). */

@@ -1,5 +1,5 @@
 import { migrateOrCheck } from '../schema.js'
-import { NO_LIMITS, type OpenOptions, type Storage } from '../types.js'
+import { DELIVERY_POOL_SIZE, NO_LIMITS, type OpenOptions, type Storage } from '../types.js'
 import { connect, endPool } from './client.js'
 import { PostgresHealth } from './health.js'
 import { hostRotation, onEachHost } from './hosts.js'
@@ -7,14 +7,6 @@ import { migrate, pendingMigrations } from './migrations.js'
 import { PostgresPlants } from './plants.js'
 import { PostgresTokens } from './tokens.js'
 import { PostgresWebhooks } from './webhooks.js'
-
-/**
- * Connections of the webhook dispatcher's own (claims, outcomes, upkeep), opened when first used: its statements
- * never wait in the requests' queue for a connection, nor requests behind them. On one shared pool, an account's
- * POSTs ran at about half their rate while another account's backlog was being delivered (bench/README.md, issue
- * 29's targets, "The backlog").
- */
-export const DELIVERY_POOL_SIZE = 4
 
 /**
  * Opens storage on PostgreSQL (or an engine speaking its protocol) through two pools of the `postgres` client, one

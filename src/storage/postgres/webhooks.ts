@@ -112,7 +112,7 @@ type ClaimRow = DeliveryRow & { leased_id: string }
 
 /**
  * Webhook subscriptions and the outbox of deliveries: what requests do on the storage's pool, what the dispatcher does
- * (claims, outcomes, settling, purging, counting) on `delivery`, its own (index.ts, DELIVERY_POOL_SIZE).
+ * (claims, outcomes, settling, purging, counting) on `delivery`, its own (DELIVERY_POOL_SIZE in types.ts).
  */
 export class PostgresWebhooks implements WebhookStore {
   readonly #sql: Sql
