@@ -33,6 +33,18 @@ if (POSTGRES_URL !== undefined)
       return openStorage(url.toString(), { migrate: true, poolSize })
     }
 
+    /** This run's sessions waiting on a lock `tx` holds, once there is one (10 s at most): their process ids. */
+    async function waitingOn(tx: postgres.TransactionSql, who: string): Promise<number[]> {
+      const deadline = Date.now() + 10_000
+      for (;;) {
+        assert.ok(Date.now() < deadline, `${who} never waited on the lock`)
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        const rows = await tx<{ pid: number }[]>`SELECT pid FROM pg_stat_activity
+          WHERE application_name = ${APP} AND pg_backend_pid() = ANY(pg_blocking_pids(pid))`
+        if (rows.length > 0) return rows.map((row) => row.pid)
+      }
+    }
+
     /** One of every kind of write, all at once: tokens, subscriptions, plants with their events, attempts. */
     async function burst(storage: InstrumentedStorage, round: number): Promise<void> {
       const account = `burst${round}`
@@ -94,15 +106,7 @@ if (POSTGRES_URL !== undefined)
             .create(accountId, { id: 1n, name: 'Fern', tag: null }, plantCreated)
             .finally(() => (createAnswered = true))
           // The pool's one connection is held once the create waits on the lock.
-          const deadline = Date.now() + 10_000
-          for (let waiting = 0; waiting === 0;) {
-            assert.ok(Date.now() < deadline, 'the create never waited on the lock')
-            await new Promise((resolve) => setTimeout(resolve, 10))
-            waiting = (
-              await tx`SELECT pid FROM pg_stat_activity
-              WHERE application_name = ${APP} AND pg_backend_pid() = ANY(pg_blocking_pids(pid))`
-            ).length
-          }
+          await waitingOn(tx, 'the create')
           assert.deepEqual(await storage.webhooks.claimDeliveries(16, 60_000, 4), [])
           assert.equal(await storage.webhooks.countPendingDeliveries(), 0)
           assert.equal(createAnswered, false, 'the claim waited for the request before it')
@@ -130,14 +134,8 @@ if (POSTGRES_URL !== undefined)
             (err: Error) => err,
           )
           // Ended once it waits on the lock: it is then running, sent and not yet answered.
-          const deadline = Date.now() + 10_000
-          for (let ended = 0; ended === 0;) {
-            assert.ok(Date.now() < deadline, 'the write never waited on the lock')
-            await new Promise((resolve) => setTimeout(resolve, 10))
-            const rows = await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-              WHERE application_name = ${APP} AND pg_backend_pid() = ANY(pg_blocking_pids(pid))`
-            ended = rows.length
-          }
+          const waiting = await waitingOn(tx, 'the write')
+          await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ${tx(waiting)}`
           // Answered 503 as the connection's end (closed or reset, as the socket saw it), not with the FATAL: guard runs
           // work rejected with a FATAL again, safe only while a sent statement never gets one (see errors.ts).
           const failed = await inFlight
