@@ -15,13 +15,16 @@ import { PostgresWebhooks } from './webhooks.js'
 export async function open(url: string, options: OpenOptions): Promise<Storage> {
   const sql = connect(url, options.poolSize ?? 10)
   const delivery = connect(url, DELIVERY_POOL_SIZE, { application_name: 'plantstore-delivery' })
+  const endPools = async () => {
+    await Promise.all([endPool(sql), endPool(delivery)])
+  }
   let migrationsApplied: number[]
   try {
     migrationsApplied = await onEachHost(hostRotation(url), () =>
       migrateOrCheck(options.migrate, { apply: () => migrate(sql), pending: () => pendingMigrations(sql) }),
     )
   } catch (err) {
-    await Promise.all([endPool(sql), endPool(delivery)])
+    await endPools()
     throw err
   }
   const limits = options.limits ?? NO_LIMITS
@@ -33,8 +36,6 @@ export async function open(url: string, options: OpenOptions): Promise<Storage> 
     migrationsApplied,
     // Requests have finished when storage closes (the app closes first), so a connection that does not say
     // goodbye within a second is dropped: one that died in an outage otherwise holds shutdown for long.
-    close: async () => {
-      await Promise.all([endPool(sql), endPool(delivery)])
-    },
+    close: endPools,
   }
 }
