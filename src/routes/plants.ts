@@ -4,7 +4,7 @@ import type { FastifyReply } from 'fastify'
 import { ApiError } from '../errors.js'
 import { LIMIT_DEFAULT, ListQuery } from '../schemas/list-query.js'
 import { NewPlant, Plant, PlantItem } from '../schemas/plant.js'
-import { PlantParams } from '../schemas/plant-params.js'
+import { GetPlantParams, PlantParams } from '../schemas/plant-params.js'
 import { callerOf } from '../auth/caller.js'
 import { pageBudgetHook, type PageBudget, type PageBudgetBound } from '../plugins/page-budget.js'
 import type { PlantStore, StoredPlant } from '../storage/index.js'
@@ -63,7 +63,7 @@ export interface PlantRoutesOptions {
   onPageRefused?: (bound: PageBudgetBound) => void
 }
 
-/** POST /plants, GET /plants, DELETE /plants/{id}. */
+/** POST /plants, GET /plants, GET /plants/{id}, DELETE /plants/{id}. */
 export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async (
   app,
   { plants, pageBudget, onPageRefused },
@@ -150,6 +150,36 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
       })
       if (page.more && page.lastId !== undefined) reply.header('link', nextLink(query, limit, page.lastId))
       return sendJsonText(reply, page.json)
+    },
+  )
+
+  app.get(
+    '/plants/:id',
+    {
+      config: { scope: 'plants:read' },
+      schema: {
+        operationId: 'getPlant',
+        tags,
+        summary: 'Get a plant',
+        description:
+          "Returns a single plant based on the id supplied. 404 when the caller's account has no such plant.",
+        security,
+        params: GetPlantParams,
+        response: {
+          200: withExamples(
+            Type.Ref(Plant),
+            { found: { summary: 'The plant', value: { name: 'Monstera', tag: 'tropical' } } },
+            { description: 'The plant: exactly the Plant shape (the caller knows the id)' },
+          ),
+          ...errorResponses('validation', 'plantNotFound', 'unavailable'),
+        },
+      },
+    },
+    async (request) => {
+      const { id } = request.params
+      const plant = await plants.get(callerOf(request).accountId, id)
+      if (plant === undefined) throw new ApiError('plantNotFound', `no plant with id ${id}`)
+      return toPlant(plant)
     },
   )
 

@@ -92,6 +92,10 @@ class InstrumentedPlants implements PlantStore {
     return this.#calls.write('createPlant', () => this.#inner.create(accountId, plant, event))
   }
 
+  get(accountId: number, id: bigint): Promise<StoredPlant | undefined> {
+    return this.#calls.read('getPlant', () => this.#inner.get(accountId, id))
+  }
+
   list(accountId: number, page: PageRequest): Promise<PlantPage> {
     return this.#calls.read('listPlants', () => this.#inner.list(accountId, page))
   }

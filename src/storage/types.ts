@@ -63,6 +63,8 @@ export interface PlantStore {
    * account's subscriptions. QuotaExceededError when the account holds its quota of plants.
    */
   create(accountId: number, plant: StoredPlant, event: EventOf<StoredPlant>): Promise<CreateOutcome>
+  /** The account's plant with that id; undefined when it has none (another account's plant included). */
+  get(accountId: number, id: bigint): Promise<StoredPlant | undefined>
   /** Plants of one account in ascending id order, one page. */
   list(accountId: number, page: PageRequest): Promise<PlantPage>
   /** Deletes one plant and queues its `event`, atomically; false (and no event) when the account has no such plant. */

@@ -9,6 +9,7 @@ const ROUTES = [
   { method: 'GET', url: '/plants', scope: 'plants:read' },
   { method: 'POST', url: '/plants', scope: 'plants:write' },
   { method: 'DELETE', url: '/plants/1', scope: 'plants:write' },
+  { method: 'GET', url: '/plants/1', scope: 'plants:read' },
 ] as const
 
 for (const backend of backends) {
@@ -95,15 +96,16 @@ for (const backend of backends) {
         })
 
         test('lets a token with the scope through', async () => {
-          // An account of the test's own holding plant 1, so the request's answer is known: listed, created again
-          // as it is (200) or deleted (204).
-          const account = `through-${route.method.toLowerCase()}`
+          // An account of the test's own holding plant 1, so the request's answer is known: listed, read, created
+          // again as it is (200) or deleted (204).
+          const account = `through-${route.method.toLowerCase()}-${route.url}`
           const writer = await t.token(account, { scopes: ['plants:write'] })
           assert.equal((await call(ROUTES[1], bearer(writer))).statusCode, 200)
           const secret = await t.token(account, { scopes: [route.scope] })
           const res = await call(route, bearer(secret))
           assert.equal(res.statusCode, { GET: 200, POST: 200, DELETE: 204 }[route.method], res.body)
-          if (route.method === 'GET') assert.deepEqual(res.json(), [{ name: 'x' }])
+          if (route.url === '/plants/1' && route.method === 'GET') assert.deepEqual(res.json(), { name: 'x' })
+          else if (route.method === 'GET') assert.deepEqual(res.json(), [{ name: 'x' }])
         })
       })
     }

@@ -60,7 +60,7 @@ for (const backend of backends) {
       await database.dispose()
     })
 
-    test('prints a bootstrap token that creates, lists and deletes plants as the README walk-through shows', async () => {
+    test('prints a bootstrap token that creates, lists, reads and deletes plants as the README walk-through shows', async () => {
       const { baseUrl } = server
       const monstera = await http(baseUrl, 'POST', '/plants', {
         token,
@@ -75,6 +75,10 @@ for (const backend of backends) {
       const listed = await http(baseUrl, 'GET', '/plants?limit=2', { token })
       assert.equal(listed.status, 200, listed.text)
       assert.deepEqual(JSON.parse(listed.text), [{ name: 'Monstera', tag: 'tropical' }, { name: 'Fern' }])
+
+      const one = await http(baseUrl, 'GET', '/plants/2', { token })
+      assert.equal(one.status, 200, one.text)
+      assert.equal(one.text, '{"name":"Fern"}')
 
       const deleted = await http(baseUrl, 'DELETE', '/plants/2', { token })
       assert.equal(deleted.status, 204)

@@ -62,11 +62,12 @@ describe('the API reference at /docs in Chromium', { skip }, () => {
     await server?.stop()
   })
 
-  test('renders the three plant operations', async () => {
-    for (const operationId of ['createPlant', 'listPlants', 'deletePlant']) {
+  test('renders the four plant operations', async () => {
+    for (const operationId of ['createPlant', 'listPlants', 'getPlant', 'deletePlant']) {
       assert.equal(await page.locator(`#operations-plants-${operationId}`).count(), 1, operationId)
     }
     assert.match(await page.locator('#operations-plants-createPlant').innerText(), /POST\s*\/plants/)
+    assert.match(await page.locator('#operations-plants-getPlant').innerText(), /GET\s*\/plants\/\{id\}/)
     assert.match(await page.locator('#operations-plants-deletePlant').innerText(), /DELETE\s*\/plants\/\{id\}/)
   })
 

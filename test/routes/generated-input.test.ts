@@ -316,13 +316,26 @@ for (const backend of backends) {
     )
 
     const deletePaths = testOnce(
-      `answers ${RUNS.ids} generated DELETE paths with 204, 404 as the store predicts, or a 4xx in the Error shape`,
+      `answers ${RUNS.ids} generated paths, read then deleted, with 200, 204, 404 as the store predicts, or a 4xx in the Error shape`,
       // Run alone, it runs the POST property first, under this test's timeout.
       { timeout: 2 * TIMEOUT_MS },
       async () => {
         await postBodies()
         await fc.assert(
           fc.asyncProperty(pathId, async (id) => {
+            // A read of the same path first: the plant as the model holds it, or what the DELETE would refuse.
+            const read = await t.app.inject({ method: 'GET', url: `/plants/${id}`, headers: bearer(secret) })
+            assertOutcome(
+              read,
+              deleteAnswers(id).map((s) => (s === 204 ? 200 : s)),
+              `GET /plants/${id}`,
+            )
+            count(`GET /plants/{id} ${read.statusCode}`)
+            if (isCanonicalInt64(id)) {
+              const held = model.get(BigInt(id))
+              assert.equal(read.statusCode, held ? 200 : 404, `GET ${id}; created by ${sources.get(BigInt(id))}`)
+              if (held) assert.deepEqual(read.json(), held)
+            }
             const res = await t.app.inject({ method: 'DELETE', url: `/plants/${id}`, headers: bearer(secret) })
             assertOutcome(res, deleteAnswers(id), `DELETE /plants/${id}`)
             count(`DELETE ${res.statusCode}`)
@@ -383,6 +396,9 @@ for (const backend of backends) {
         'POST 400',
         'GET 200',
         'GET 400',
+        'GET /plants/{id} 200',
+        'GET /plants/{id} 404',
+        'GET /plants/{id} 400',
         'DELETE 204',
         'DELETE 404',
         'DELETE 400',

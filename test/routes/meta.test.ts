@@ -97,6 +97,7 @@ describe('public routes and cross-cutting behaviour', () => {
       const expected: Record<string, string[]> = {
         'post /plants': ['200', '400', '401', '403', '409', '413', '415', '429', '500', '503'],
         'get /plants': ['200', '400', '401', '403', '429', '500', '503'],
+        'get /plants/{id}': ['200', '400', '401', '403', '404', '429', '500', '503'],
         'delete /plants/{id}': ['204', '400', '401', '403', '404', '429', '500', '503'],
       }
       for (const [operation, statuses] of Object.entries(expected)) {
@@ -151,6 +152,7 @@ describe('public routes and cross-cutting behaviour', () => {
         'deleteWebhook',
         'enableWebhook',
         'getLiveness',
+        'getPlant',
         'getReadiness',
         'listPlants',
         'listTokens',

@@ -174,6 +174,24 @@ for (const backend of backends) {
       assert.deepEqual([tagged.lastId, tagged.more], [20n, false], 'more counts only plants the filter keeps')
     })
 
+    test('gets a plant by id only within the account, exactly at the int64 edges', async () => {
+      const reader = (await storage.tokens.create(newToken({ accountName: 'reader' }))).accountId
+      for (const id of [INT64_MAX, INT64_MIN, 2n ** 53n, 2n ** 53n + 1n]) {
+        await storage.plants.create(reader, { id, name: `n${id}`, tag: id > 0n ? 'big' : null }, plantCreated)
+      }
+      assert.deepEqual(await storage.plants.get(reader, INT64_MAX), {
+        id: INT64_MAX,
+        name: `n${INT64_MAX}`,
+        tag: 'big',
+      })
+      assert.deepEqual(await storage.plants.get(reader, INT64_MIN), { id: INT64_MIN, name: `n${INT64_MIN}`, tag: null })
+      assert.equal((await storage.plants.get(reader, 2n ** 53n + 1n))?.name, `n${2n ** 53n + 1n}`)
+      assert.equal(await storage.plants.get(reader, 7n), undefined, 'an id the account does not have')
+      assert.equal(await storage.plants.get(other, INT64_MAX), undefined, "another account's plant")
+      await storage.plants.delete(reader, INT64_MAX, plantDeleted)
+      assert.equal(await storage.plants.get(reader, INT64_MAX), undefined, 'a deleted plant')
+    })
+
     test('deletes only within the account', async () => {
       await storage.plants.create(acme, { id: 500n, name: 'x', tag: null }, plantCreated)
       assert.equal(await storage.plants.delete(other, 500n, plantDeleted), false)

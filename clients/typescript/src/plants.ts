@@ -5,6 +5,7 @@ import { nextCursor } from './link.js'
 
 type ListItem = paths['/plants']['get']['responses'][200]['content']['application/json'][number]
 type Stored = paths['/plants']['post']['responses'][200]['content']['application/json']
+type Found = paths['/plants/{id}']['get']['responses'][200]['content']['application/json']
 
 /** A plant with its id, exact. */
 export interface Plant {
@@ -46,6 +47,8 @@ export interface PlantsApi {
   list(options?: ListOptions): AsyncIterable<Plant>
   /** One page. */
   page(options?: PageOptions): Promise<PlantPage>
+  /** One plant; a PlantStoreError with ErrorCode.plantNotFound when the account has none with that id. */
+  get(id: IdInput): Promise<Plant>
   /** Deletes a plant; a PlantStoreError with ErrorCode.plantNotFound when the account has none with that id. */
   delete(id: IdInput): Promise<void>
 }
@@ -84,6 +87,11 @@ export function plantsApi(api: Api, baseUrl: string): PlantsApi {
       } while (cursor !== undefined)
     },
     page,
+    async get(id) {
+      const exact = toId(id)
+      const found = bodyOf<Found>(await api.GET('/plants/{id}', { params: { path: { id: exact } }, parseAs: 'text' }))
+      return withTag({ id: exact, name: found.name }, found.tag)
+    },
     async delete(id) {
       emptyOf(await api.DELETE('/plants/{id}', { params: { path: { id: toId(id) } } }))
     },

@@ -101,7 +101,7 @@ for (const backend of backends) {
       await database?.dispose()
     })
 
-    test('creates, lists and deletes plants with ids exact over the whole int64 range', async () => {
+    test('creates, lists, gets and deletes plants with ids exact over the whole int64 range', async () => {
       for (const id of EDGE_IDS) {
         assert.deepEqual(await client.plants.create({ id, name: `edge ${id}`, tag: 'edge' }), {
           id,
@@ -116,6 +116,7 @@ for (const backend of backends) {
         'each id once, exact, neighbours apart, ascending',
       )
       assert.deepEqual(listed[2], { id: 9007199254740993n, name: 'edge 9007199254740993', tag: 'edge' })
+      for (const id of EDGE_IDS) assert.deepEqual(await client.plants.get(id), { id, name: `edge ${id}`, tag: 'edge' })
       for (const id of EDGE_IDS) await client.plants.delete(id)
       assert.deepEqual(await listAll(client, { tag: 'edge' }), [])
     })
@@ -164,7 +165,8 @@ for (const backend of backends) {
       assert.deepEqual(await client.plants.create({ id: 7n, name: 'Monstera' }), { id: 7n, name: 'Monstera' })
     })
 
-    test('surfaces deleting a missing plant as a PlantStoreError with plantNotFound', async () => {
+    test('surfaces getting or deleting a missing plant as a PlantStoreError with plantNotFound', async () => {
+      await assert.rejects(client.plants.get(123456789n), { status: 404, code: ErrorCode.plantNotFound })
       await assert.rejects(client.plants.delete(123456789n), { status: 404, code: ErrorCode.plantNotFound })
     })
 
@@ -177,6 +179,7 @@ for (const backend of backends) {
       await assert.rejects(client.plants.create({ id: 9007199254740993, name: 'x' }), RangeError)
       await assert.rejects(client.plants.create({ id: 1.5, name: 'x' }), RangeError)
       await assert.rejects(client.plants.delete(2n ** 63n), RangeError)
+      await assert.rejects(client.plants.get(-(2n ** 63n) - 1n), RangeError)
     })
 
     test('retries a POST whose answer was lost on the way back: the re-POST answers 200', async () => {

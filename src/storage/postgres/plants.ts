@@ -73,6 +73,8 @@ const DELETE = `WITH changed AS (DELETE FROM plants WHERE account_id = $1 AND id
     ON CONFLICT (account_id, stripe) DO UPDATE SET plants = plant_counts.plants + excluded.plants),
   ${queueEventText('$1', 4)} SELECT count(*)::int AS n FROM changed`
 
+const GET = 'SELECT name, tag FROM plants WHERE account_id = $1 AND id = $2'
+
 const pageTexts = new Map<string, string>()
 
 /**
@@ -152,6 +154,13 @@ export class PostgresPlants implements PlantStore {
       if (stripe === undefined) throw new QuotaExceededError('plants', quota)
       throw new StorageUnavailableError(new Error('the plant count kept changing during create'))
     })
+  }
+
+  async get(accountId: number, id: bigint): Promise<StoredPlant | undefined> {
+    const [found] = await guard(() =>
+      this.#sql.unsafe<{ name: string; tag: string | null }[]>(GET, [accountId, id], PREPARED),
+    )
+    return found && { id, name: found.name, tag: found.tag }
   }
 
   async list(accountId: number, request: PageRequest): Promise<PlantPage> {

@@ -104,6 +104,11 @@ export class SqlitePlants implements PlantStore {
     return existing.name === plant.name && existing.tag === plant.tag ? 'identical' : 'conflict'
   }
 
+  async get(accountId: number, id: bigint): Promise<StoredPlant | undefined> {
+    const found = guard(() => this.#getPlant.get(accountId, id) as { name: string; tag: string | null } | undefined)
+    return found && { id, name: found.name, tag: found.tag }
+  }
+
   async list(accountId: number, request: PageRequest): Promise<PlantPage> {
     const statement = this.#pageStatement(request)
     const args: Record<string, unknown> = { account: accountId }

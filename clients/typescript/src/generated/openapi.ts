@@ -72,7 +72,11 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    get?: never
+    /**
+     * Get a plant
+     * @description Returns a single plant based on the id supplied. 404 when the caller's account has no such plant.
+     */
+    get: operations['getPlant']
     put?: never
     post?: never
     /**
@@ -710,6 +714,100 @@ export interface operations {
         headers: {
           /** @description With 41502: `identity`, the only content coding accepted */
           'Accept-Encoding'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
+      429: {
+        headers: {
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          'Retry-After'?: number
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 50001: An unexpected error on the server */
+      500: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 50301: The storage is unavailable; retry later; 50303: This instance has as many open connections as it takes; the connection is closed, retry shortly; 50302: This instance is shutting down; retry on another */
+      503: {
+        headers: {
+          /** @description Seconds to wait before retrying */
+          'Retry-After'?: number
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+    }
+  }
+  getPlant: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description Id of the plant to return */
+        id: bigint
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description The plant: exactly the Plant shape (the caller knows the id) */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Plant']
+        }
+      }
+      /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
+      400: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40101: No bearer token was sent; 40102: The bearer token is malformed, unknown, expired or revoked */
+      401: {
+        headers: {
+          /** @description RFC 6750 Bearer challenge */
+          'WWW-Authenticate'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40301: The token lacks the scope the operation needs */
+      403: {
+        headers: {
+          /** @description RFC 6750 Bearer challenge */
+          'WWW-Authenticate'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 40401: The account has no plant with that id */
+      404: {
+        headers: {
           [name: string]: unknown
         }
         content: {
