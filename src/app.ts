@@ -29,6 +29,7 @@ import { Metrics, registerMetrics } from './plugins/metrics.js'
 import { AuthThrottle, CallerLimits, type RateLimitOptions } from './limits/rate-limits.js'
 import { registerCallerGate } from './plugins/caller-gate.js'
 import { RequestLog } from './logging/request-log.js'
+import { registerCors, type CorsOptions } from './plugins/cors.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { plantRoutes } from './routes/plants.js'
@@ -53,6 +54,8 @@ export interface AppOptions {
   timeouts?: HttpTimeouts
   /** Caps on open connections; the config's defaults when not given. */
   connections?: ConnectionLimits
+  /** Browser origins allowed to call the API (CORS); none when absent. */
+  cors?: CorsOptions
   /** Fastify's trustProxy: which proxies' X-Forwarded-For names the client (for per-address limits, logs). */
   trustProxy?: boolean | number | string
   /** Rows of pages one account, and the process, may have in progress at once; the config's defaults when not given. */
@@ -110,7 +113,8 @@ export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void>
  *    that may answer, since its onResponse counts every answer back out), request head checks (before
  *    authentication reads Authorization), draining (503 while shutting down); and onSend, the close of a connection
  *    answered before its request's body arrived (for every answer, the gates' included);
- * 3. the error handler and the JSON body parser, for everything after;
+ * 3. the error handler and the JSON body parser, for everything after; CORS (onRequest), when origins are allowed:
+ *    a preflight is answered there, before authentication and the rate limits, and the grant set on every answer;
  * 4. the OpenAPI document and /docs; metrics, with the failed-authentication throttle (per client address) shared
  *    with 5;
  * 5. the caller gate (onRequest, for routes that declare a scope): the failed-authentication throttle, bearer
@@ -180,6 +184,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   registerUnreadBodyClose(app)
   registerErrorHandler(app)
   registerJsonBody(app)
+  if (options.cors) await registerCors(app, options.cors)
   await registerDocs(app, VERSION)
   const limits = options.rateLimit && { ...options.rateLimit, onLimited: metrics.rateLimited }
   // One failure count per client address for API tokens and the metrics token alike.

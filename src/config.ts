@@ -62,6 +62,9 @@ export interface PageBudgetLimits {
  */
 export const PAGE_BUDGET_DEFAULTS: PageBudgetLimits = { perAccount: 1_000, perProcess: 8_000 }
 
+/** How long a browser may reuse a CORS preflight's answer: a changed PLANTSTORE_CORS_ORIGINS reaches browsers within it. */
+export const CORS_MAX_AGE_SECONDS = 600
+
 /** What a setting is, for people: the flag that also sets it, what it means, and how a valid value looks. */
 export interface SettingDoc {
   /** For --help and docs/configuration.md; Markdown code spans allowed. */
@@ -91,6 +94,8 @@ const text = (pattern: string, fallback: string, doc: SettingDoc & { expected: s
 const optionalText = (pattern: string, doc: SettingDoc & { expected: string }) =>
   Type.Optional(Type.String({ pattern, ...doc }))
 
+// An origin as browsers serialise it: lowercase scheme and host (a name, IPv4, or IPv6 in brackets), an optional port.
+const ORIGIN = 'https?://([a-z0-9-]+(\\.[a-z0-9-]+)*|\\[[0-9a-f:.]+\\])(:[0-9]{1,5})?'
 const TOKEN_CHARACTERS = 'characters from A-Z a-z 0-9 - . _ ~ + /'
 const URL_PATTERN = '^https?://[!-~]{1,2000}$'
 const URL_EXPECTED = 'an https:// URL (http:// for a loopback host only)'
@@ -213,6 +218,10 @@ export const ConfigSchema = Type.Object({
     expected: 'false, true, a hop count, or comma-separated proxy addresses/CIDRs',
     description:
       "Which reverse proxies' `X-Forwarded-For` names the client: `true`, a hop count, or comma-separated addresses/CIDRs; used for the per-address limits and logs. Never `true` when clients can reach the service directly.",
+  }),
+  PLANTSTORE_CORS_ORIGINS: optionalText(`^${ORIGIN}( *, *${ORIGIN})*$`, {
+    expected: 'comma-separated origins like https://app.example.com,http://localhost:5173 (lowercase, no path)',
+    description: `Browser origins allowed to call the API (CORS), exactly as browsers send them: scheme, host, and the port unless it is the scheme's default. A preflight from one of them is answered 204 without a token and counts against no limit (browsers keep its answer for ${CORS_MAX_AGE_SECONDS} s); answers to one of them carry \`Access-Control-Allow-Origin\` and expose \`Link\`, \`Retry-After\`, the rate-limit headers, \`WWW-Authenticate\` and \`X-Request-Id\`. Without it, no CORS headers at all.`,
   }),
   REDIS_URL: optionalText('^rediss?://.+', {
     expected: 'a URL like redis://host:6379 or rediss://user:password@host:6380',
@@ -407,6 +416,11 @@ function fromText(schema: TSchema, value: unknown): unknown {
 }
 
 /** Fastify's trustProxy from the TRUST_PROXY setting: whose X-Forwarded-For gives the client address. */
+/** PLANTSTORE_CORS_ORIGINS as a list; undefined when it is not set. */
+export function corsOrigins(config: Config): string[] | undefined {
+  return config.PLANTSTORE_CORS_ORIGINS?.split(',').map((origin) => origin.trim())
+}
+
 export function trustProxy(setting: string): boolean | number | string {
   if (setting === 'true' || setting === 'false') return setting === 'true'
   return /^[0-9]+$/.test(setting) ? Number(setting) : setting

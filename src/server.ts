@@ -9,6 +9,7 @@ import { DEFAULT_SCOPES } from './auth/tokens.js'
 import {
   ConfigError,
   connectionLimits,
+  corsOrigins,
   deliverySettings,
   httpTimeouts,
   jwtSettings,
@@ -72,6 +73,7 @@ export async function serve(config: Config): Promise<void> {
   // From here the app owns both: whatever ends the process, app.close() closes them, after the requests.
   const owned = shared ? [storage, closing(shared.redis)] : [storage]
   const lifecycle = { draining: false }
+  const origins = corsOrigins(config)
   const app = await buildApp({
     storage,
     owned,
@@ -80,6 +82,7 @@ export async function serve(config: Config): Promise<void> {
     jwt: jwtSettings(config),
     tokensPerAccount: config.PLANTSTORE_MAX_TOKENS_PER_ACCOUNT,
     trustProxy: trustProxy(config.TRUST_PROXY),
+    cors: origins && { origins },
     rateLimit: {
       perToken: parseRate(config.PLANTSTORE_RATE_LIMIT),
       perAccount: parseRate(config.PLANTSTORE_ACCOUNT_RATE_LIMIT),

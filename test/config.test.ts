@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { ConfigError, DEFAULT_DATABASE_URL, jwtSettings, loadConfig } from '../src/config.js'
+import { ConfigError, corsOrigins, DEFAULT_DATABASE_URL, jwtSettings, loadConfig } from '../src/config.js'
 
 describe('configuration', () => {
   test('defaults to port 8080 on 127.0.0.1 with the SQLite file under ./data', () => {
@@ -62,6 +62,17 @@ describe('configuration', () => {
     const config = loadConfig({ DATABASE_POOL_SIZE: '25', DATABASE_MIGRATE_ON_START: 'false' })
     assert.equal(config.DATABASE_POOL_SIZE, 25)
     assert.equal(config.DATABASE_MIGRATE_ON_START, false)
+  })
+
+  test('reads CORS origins as a list, with or without spaces after the commas; none by default', () => {
+    assert.equal(corsOrigins(loadConfig({})), undefined)
+    const origins = 'https://app.example.com, http://localhost:5173,http://127.0.0.1:8081,http://[::1]:3000'
+    assert.deepEqual(corsOrigins(loadConfig({ PLANTSTORE_CORS_ORIGINS: origins })), [
+      'https://app.example.com',
+      'http://localhost:5173',
+      'http://127.0.0.1:8081',
+      'http://[::1]:3000',
+    ])
   })
 
   const bad: Array<[string, Record<string, string>, RegExp]> = [
@@ -131,6 +142,14 @@ describe('configuration', () => {
     ['a failure limit per day', { PLANTSTORE_AUTH_FAILURE_LIMIT: '5/day' }, /^PLANTSTORE_AUTH_FAILURE_LIMIT: /],
     ['a Redis URL of another scheme', { REDIS_URL: 'http://cache:6379' }, /^REDIS_URL: /],
     ['a trusted proxy list with a bad prefix', { TRUST_PROXY: '10.0.0.0/99' }, /^TRUST_PROXY: /],
+    [
+      'a CORS origin with a path',
+      { PLANTSTORE_CORS_ORIGINS: 'https://app.example.com/' },
+      /^PLANTSTORE_CORS_ORIGINS: /,
+    ],
+    ['a CORS wildcard', { PLANTSTORE_CORS_ORIGINS: '*' }, /^PLANTSTORE_CORS_ORIGINS: .*comma-separated origins/],
+    ['a CORS origin in capitals', { PLANTSTORE_CORS_ORIGINS: 'https://App.example.com' }, /^PLANTSTORE_CORS_ORIGINS: /],
+    ['a CORS origin without a scheme', { PLANTSTORE_CORS_ORIGINS: 'app.example.com' }, /^PLANTSTORE_CORS_ORIGINS: /],
     ['a trusted proxy list of numbers', { TRUST_PROXY: '1,2' }, /^TRUST_PROXY: /],
     ['a trusted proxy that is not an address', { TRUST_PROXY: 'everyone' }, /^TRUST_PROXY: /],
     ['zero workers', { WORKERS: '0' }, /^WORKERS: .*1 to 256/],

@@ -13,7 +13,7 @@ const catalogue = Object.values(ErrorCatalogue)
   .map(({ error, status, summary }) => `| ${error} | ${status} | ${summary} |`)
   .join('\n')
 
-const description = `Create, list and delete plants, behind bearer tokens.
+const description = `Create, list, read and delete plants, behind bearer tokens.
 
 Every error response is \`application/json\` \`{error, message}\`; \`error\` is a stable value from this catalogue:
 
@@ -21,7 +21,7 @@ Every error response is \`application/json\` \`{error, message}\`; \`error\` is 
 |---|---|---|
 ${catalogue}
 
-Every response carries \`X-Request-Id\` (a sane incoming one is echoed).`
+Every response carries \`X-Request-Id\` (a sane incoming one is echoed). Pages on the origins an operator lists in \`PLANTSTORE_CORS_ORIGINS\` may call the API from a browser (CORS; a preflight needs no token); by default no origin may.`
 
 const JWT_SCHEME = [
   "An OAuth 2.0 access token from the operator's identity provider (RFC 9068), accepted where `PLANTSTORE_JWT_ISSUER` is set.",

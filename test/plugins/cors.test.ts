@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import type { LightMyRequestResponse } from 'fastify'
+import { CORS_MAX_AGE_SECONDS } from '../../src/config.js'
+import { parseRate } from '../../src/limits/rate.js'
+import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
+import { backends } from '../helpers/backends.js'
+
+const ALLOWED = 'http://127.0.0.1:5173'
+const OTHER = 'http://127.0.0.2:5173'
+
+const accessControl = (res: LightMyRequestResponse) =>
+  Object.keys(res.headers).filter((name) => name.startsWith('access-control-'))
+
+const preflight = (t: TestApp, origin: string, method = 'POST') =>
+  t.app.inject({
+    method: 'OPTIONS',
+    url: '/plants',
+    headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': 'authorization' },
+  })
+
+for (const backend of backends) {
+  describe(`CORS (${backend.name})`, () => {
+    let t: TestApp
+    let headers: { authorization: string }
+    before(async () => {
+      t = await buildTestApp(backend, undefined, undefined, {
+        cors: { origins: [ALLOWED, 'https://app.example.com'] },
+        // Two requests a minute per token: a preflight that counted would leave none for the requests after it.
+        rateLimit: { perToken: parseRate('2/min'), perAccount: parseRate('0'), authFailures: parseRate('1/min') },
+      })
+      headers = bearer(await t.token('alice'))
+    })
+    after(() => t.close())
+
+    test('answers a preflight from an allowed origin with 204, the methods, the headers and a max age', async () => {
+      const res = await preflight(t, ALLOWED)
+      assert.equal(res.statusCode, 204, res.body)
+      assert.equal(res.body, '')
+      assert.equal(res.headers['access-control-allow-origin'], ALLOWED)
+      assert.equal(res.headers['access-control-allow-methods'], 'GET, HEAD, POST, DELETE')
+      assert.equal(res.headers['access-control-allow-headers'], 'authorization, content-type')
+      assert.equal(res.headers['access-control-max-age'], String(CORS_MAX_AGE_SECONDS))
+      assert.equal(res.headers['access-control-allow-credentials'], undefined, 'tokens travel in a header, not cookies')
+      assert.match(String(res.headers.vary), /origin/i)
+    })
+
+    test('answers preflights without a token and counts them against no limit', async () => {
+      for (let i = 0; i < 5; i++) assert.equal((await preflight(t, ALLOWED, 'DELETE')).statusCode, 204)
+      const own = bearer(await t.token('preflighted'))
+      const list = () => t.app.inject({ method: 'GET', url: '/plants', headers: { ...own, origin: ALLOWED } })
+      assert.equal((await list()).statusCode, 200)
+      assert.equal((await list()).statusCode, 200)
+      const third = await list()
+      assert.equal(third.statusCode, 429, 'the limit is live: the third request of the minute is refused')
+      assert.equal(third.headers['access-control-allow-origin'], ALLOWED, 'a 429 is readable by the page too')
+    })
+
+    test('grants answers to an allowed origin, exposing the headers a page needs', async () => {
+      const res = await t.app.inject({
+        method: 'GET',
+        url: '/plants?limit=1',
+        headers: { ...headers, origin: ALLOWED },
+      })
+      assert.equal(res.statusCode, 200)
+      assert.equal(res.headers['access-control-allow-origin'], ALLOWED)
+      assert.match(String(res.headers.vary), /origin/i)
+      const exposed = String(res.headers['access-control-expose-headers']).split(', ')
+      for (const header of ['link', 'retry-after', 'x-request-id', 'www-authenticate', 'ratelimit-remaining']) {
+        assert.ok(exposed.includes(header), `${header} in ${exposed.join(', ')}`)
+      }
+    })
+
+    test('grants error answers too, so a page can read why it was refused', async () => {
+      const res = await t.app.inject({ method: 'GET', url: '/plants', headers: { origin: 'https://app.example.com' } })
+      assert.equal(res.statusCode, 401)
+      assert.equal(res.json().error, 40101)
+      assert.equal(res.headers['access-control-allow-origin'], 'https://app.example.com')
+    })
+
+    test('gives another origin no grant: its preflight is 404, its answers carry no Access-Control header', async () => {
+      const refused = await preflight(t, OTHER)
+      assert.equal(refused.statusCode, 404)
+      assert.equal(refused.json().error, 40402)
+      assert.deepEqual(accessControl(refused), [])
+      const res = await t.app.inject({ method: 'GET', url: '/plants', headers: { ...headers, origin: OTHER } })
+      assert.equal(res.statusCode, 200)
+      assert.deepEqual(accessControl(res), [])
+      assert.match(String(res.headers.vary), /origin/i, 'a cache must not hand this answer to an allowed origin')
+    })
+
+    test('matches origins exactly: another scheme, port or a trailing slash is another origin', async () => {
+      for (const origin of ['https://127.0.0.1:5173', 'http://127.0.0.1:5174', `${ALLOWED}/`, 'null']) {
+        assert.equal((await preflight(t, origin)).statusCode, 404, origin)
+      }
+    })
+  })
+}
+
+describe('CORS when no origin is allowed (the default)', () => {
+  let t: TestApp
+  before(async () => {
+    t = await buildTestApp()
+  })
+  after(() => t.close())
+
+  test('sends no CORS header at all, and a preflight is 404 like any OPTIONS', async () => {
+    const refused = await preflight(t, ALLOWED)
+    assert.equal(refused.statusCode, 404)
+    assert.deepEqual(accessControl(refused), [])
+    const res = await t.app.inject({
+      method: 'GET',
+      url: '/plants',
+      headers: { ...bearer(await t.token('alice')), origin: ALLOWED },
+    })
+    assert.equal(res.statusCode, 200)
+    assert.deepEqual(accessControl(res), [])
+    assert.equal(res.headers.vary, undefined)
+  })
+})
