@@ -415,12 +415,25 @@ function fromText(schema: TSchema, value: unknown): unknown {
   return value
 }
 
-/** Fastify's trustProxy from the TRUST_PROXY setting: whose X-Forwarded-For gives the client address. */
 /** PLANTSTORE_CORS_ORIGINS as a list; undefined when it is not set. */
 export function corsOrigins(config: Config): string[] | undefined {
   return config.PLANTSTORE_CORS_ORIGINS?.split(',').map((origin) => origin.trim())
 }
 
+/**
+ * An origin a browser can send: its own serialisation, so that one exact comparison finds it (a default port, port
+ * 0 or beyond 65535, a malformed host or an IPv6 address written out in full would never match).
+ */
+function originValid(origin: string): boolean {
+  try {
+    const url = new URL(origin)
+    return url.origin === origin && url.port !== '0'
+  } catch {
+    return false
+  }
+}
+
+/** Fastify's trustProxy from the TRUST_PROXY setting: whose X-Forwarded-For gives the client address. */
 export function trustProxy(setting: string): boolean | number | string {
   if (setting === 'true' || setting === 'false') return setting === 'true'
   return /^[0-9]+$/.test(setting) ? Number(setting) : setting
@@ -463,6 +476,13 @@ function checked(config: Config): Config {
   if (typeof trust === 'string' && !trust.split(',').every(proxyEntryValid)) {
     throw new ConfigError(
       `TRUST_PROXY: invalid value ${JSON.stringify(trust)}; expected ${expectedValue('TRUST_PROXY')}`,
+    )
+  }
+  const origins = corsOrigins(config)
+  const unmatchable = origins?.find((origin) => !originValid(origin))
+  if (unmatchable !== undefined) {
+    throw new ConfigError(
+      `PLANTSTORE_CORS_ORIGINS: ${JSON.stringify(unmatchable)} is not an origin as browsers send it (scheme, host, and the port only when it is not the scheme's default)`,
     )
   }
   checkJwt(config)

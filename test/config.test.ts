@@ -150,6 +150,23 @@ describe('configuration', () => {
     ['a CORS wildcard', { PLANTSTORE_CORS_ORIGINS: '*' }, /^PLANTSTORE_CORS_ORIGINS: .*comma-separated origins/],
     ['a CORS origin in capitals', { PLANTSTORE_CORS_ORIGINS: 'https://App.example.com' }, /^PLANTSTORE_CORS_ORIGINS: /],
     ['a CORS origin without a scheme', { PLANTSTORE_CORS_ORIGINS: 'app.example.com' }, /^PLANTSTORE_CORS_ORIGINS: /],
+    [
+      'a CORS origin with its default port, which browsers leave out',
+      { PLANTSTORE_CORS_ORIGINS: 'http://localhost:3000,https://app.example.com:443' },
+      /^PLANTSTORE_CORS_ORIGINS: "https:\/\/app.example.com:443" is not an origin as browsers send it/,
+    ],
+    ['a CORS origin on port 0', { PLANTSTORE_CORS_ORIGINS: 'http://a.example:0' }, /^PLANTSTORE_CORS_ORIGINS: /],
+    [
+      'a CORS origin beyond port 65535',
+      { PLANTSTORE_CORS_ORIGINS: 'http://a.example:99999' },
+      /^PLANTSTORE_CORS_ORIGINS: /,
+    ],
+    ['a CORS origin with a malformed host', { PLANTSTORE_CORS_ORIGINS: 'http://[::::]' }, /^PLANTSTORE_CORS_ORIGINS: /],
+    [
+      'a CORS origin with an IPv6 address written out in full',
+      { PLANTSTORE_CORS_ORIGINS: 'http://[0:0:0:0:0:0:0:1]:8080' },
+      /^PLANTSTORE_CORS_ORIGINS: /,
+    ],
     ['a trusted proxy list of numbers', { TRUST_PROXY: '1,2' }, /^TRUST_PROXY: /],
     ['a trusted proxy that is not an address', { TRUST_PROXY: 'everyone' }, /^TRUST_PROXY: /],
     ['zero workers', { WORKERS: '0' }, /^WORKERS: .*1 to 256/],

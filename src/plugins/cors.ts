@@ -1,5 +1,5 @@
 import fastifyCors from '@fastify/cors'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply } from 'fastify'
 import { CORS_MAX_AGE_SECONDS } from '../config.js'
 
 /** Which browser origins may call the API; none (the default) means no CORS headers at all. */
@@ -23,6 +23,8 @@ const EXPOSED_HEADERS = [
   'x-request-id',
 ]
 
+const varies = (reply: FastifyReply) => /(^|,)\s*origin\s*(,|$)/i.test(String(reply.getHeader('vary') ?? ''))
+
 /**
  * CORS for the listed origins (@fastify/cors, in an onRequest hook): a preflight from one of them is answered 204
  * there, before authentication and the rate limits, which it never reaches; every other answer to one of them
@@ -31,6 +33,21 @@ const EXPOSED_HEADERS = [
  */
 export async function registerCors(app: FastifyInstance, { origins }: CorsOptions): Promise<void> {
   const allowed = new Set(origins)
+  // The answers made before the plugin's hook runs (the request gates': a 503 while draining, a 429 for too many
+  // pipelined requests, a 400 for a bad head) get the grant here, so that a page can read them too. Those Fastify
+  // makes before routing (a URL with broken percent-encoding) pass no hook and carry none.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    const { origin } = request.headers
+    if (origin !== undefined && allowed.has(origin) && !reply.hasHeader('access-control-allow-origin')) {
+      reply.header('access-control-allow-origin', origin)
+      reply.header('access-control-expose-headers', EXPOSED_HEADERS.join(', '))
+    }
+    if (!varies(reply)) {
+      const vary = reply.getHeader('vary')
+      reply.header('vary', vary === undefined ? 'Origin' : `${String(vary)}, Origin`)
+    }
+    done(null, payload)
+  })
   await app.register(fastifyCors, {
     origin: (origin, grant) => grant(null, origin !== undefined && allowed.has(origin)),
     methods: METHODS,

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import type { OutgoingHttpHeaders } from 'node:http'
 import type { LightMyRequestResponse } from 'fastify'
 import { CORS_MAX_AGE_SECONDS } from '../../src/config.js'
 import { parseRate } from '../../src/limits/rate.js'
-import { bearer, buildTestApp, type TestApp } from '../helpers/app.js'
+import { bearer, buildTestApp, expectServerError, type TestApp } from '../helpers/app.js'
 import { backends } from '../helpers/backends.js'
 
 const ALLOWED = 'http://127.0.0.1:5173'
@@ -23,8 +24,10 @@ for (const backend of backends) {
   describe(`CORS (${backend.name})`, () => {
     let t: TestApp
     let headers: { authorization: string }
+    const lifecycle = { draining: false }
     before(async () => {
       t = await buildTestApp(backend, undefined, undefined, {
+        lifecycle,
         cors: { origins: [ALLOWED, 'https://app.example.com'] },
         // Two requests a minute per token: a preflight that counted would leave none for the requests after it.
         rateLimit: { perToken: parseRate('2/min'), perAccount: parseRate('0'), authFailures: parseRate('1/min') },
@@ -46,7 +49,22 @@ for (const backend of backends) {
     })
 
     test('answers preflights without a token and counts them against no limit', async () => {
-      for (let i = 0; i < 5; i++) assert.equal((await preflight(t, ALLOWED, 'DELETE')).statusCode, 204)
+      // An address of its own whose failed-authentication budget (1 a minute) is spent: its requests with a token
+      // get 429 now, and its preflights still 204.
+      const remoteAddress = '127.0.0.9'
+      const stranger = { authorization: 'Bearer pst_' + 'A'.repeat(43) }
+      const guess = () => t.app.inject({ method: 'GET', url: '/plants', headers: stranger, remoteAddress })
+      assert.equal((await guess()).statusCode, 401)
+      assert.equal((await guess()).statusCode, 429)
+      for (let i = 0; i < 5; i++) {
+        const res = await t.app.inject({
+          method: 'OPTIONS',
+          url: '/plants',
+          headers: { origin: ALLOWED, 'access-control-request-method': 'DELETE' },
+          remoteAddress,
+        })
+        assert.equal(res.statusCode, 204)
+      }
       const own = bearer(await t.token('preflighted'))
       const list = () => t.app.inject({ method: 'GET', url: '/plants', headers: { ...own, origin: ALLOWED } })
       assert.equal((await list()).statusCode, 200)
@@ -71,6 +89,34 @@ for (const backend of backends) {
       }
     })
 
+    test('answers an OPTIONS from an allowed origin that names no method as a preflight, never in plain text', async () => {
+      const res = await t.app.inject({ method: 'OPTIONS', url: '/plants', headers: { origin: ALLOWED } })
+      assert.equal(res.statusCode, 204)
+      assert.equal(res.body, '')
+      assert.equal(res.headers['access-control-allow-origin'], ALLOWED)
+    })
+
+    test("grants the answers made before authentication too: a bad head, a draining instance's 503", async () => {
+      // An array is the header sent once per value (capitalised: Node's types allow an array under that name).
+      const sentTwice: OutgoingHttpHeaders = { origin: ALLOWED, Authorization: [headers.authorization, 'Bearer x'] }
+      const twice = await t.app.inject({ method: 'GET', url: '/plants', headers: sentTwice })
+      assert.equal(twice.statusCode, 400)
+      assert.equal(twice.json().error, 40004)
+      assert.equal(twice.headers['access-control-allow-origin'], ALLOWED)
+      lifecycle.draining = true
+      try {
+        const draining = await expectServerError(503, () =>
+          t.app.inject({ method: 'GET', url: '/readyz', headers: { origin: ALLOWED } }),
+        )
+        assert.equal(draining.statusCode, 503)
+        assert.equal(draining.headers['access-control-allow-origin'], ALLOWED)
+        assert.match(String(draining.headers['access-control-expose-headers']), /retry-after/)
+        assert.match(String(draining.headers.vary), /origin/i)
+      } finally {
+        lifecycle.draining = false
+      }
+    })
+
     test('grants error answers too, so a page can read why it was refused', async () => {
       const res = await t.app.inject({ method: 'GET', url: '/plants', headers: { origin: 'https://app.example.com' } })
       assert.equal(res.statusCode, 401)
@@ -89,8 +135,9 @@ for (const backend of backends) {
       assert.match(String(res.headers.vary), /origin/i, 'a cache must not hand this answer to an allowed origin')
     })
 
-    test('matches origins exactly: another scheme, port or a trailing slash is another origin', async () => {
-      for (const origin of ['https://127.0.0.1:5173', 'http://127.0.0.1:5174', `${ALLOWED}/`, 'null']) {
+    test('matches origins exactly: another scheme, port, case or a trailing slash is another origin', async () => {
+      const others = ['https://127.0.0.1:5173', 'http://127.0.0.1:5174', `${ALLOWED}/`, ALLOWED.toUpperCase(), 'null']
+      for (const origin of others) {
         assert.equal((await preflight(t, origin)).statusCode, 404, origin)
       }
     })
