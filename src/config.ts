@@ -199,20 +199,20 @@ export const ConfigSchema = Type.Object({
         'Logs go to stdout: JSON lines, one per request when it completes (request id, method, route, URL, status, duration, client address as `TRUST_PROXY` resolves it (a `CONNECT`’s: its TCP peer), account and token id; never the token: the `Authorization` header is redacted everywhere, and so is, in the URL, the value of a parameter named for a credential (`access_token`, `token`, any name ending in token, key, secret or password), any parameter value and any path segment shaped like a `pst_` token or a JWT), and one per connection refused by a connection cap (its peer address and the cap), human-readable (pino-pretty) when stdout is a terminal. The line that shows the first start’s token is written whatever the level.',
     },
   ),
-  PLANTSTORE_RATE_LIMIT: text(RATE_PATTERN, '600/min', {
-    expected: 'requests per token like 600/min, 10/s or 5000/h, or 0 for no limit',
+  PLANTSTORE_RATE_LIMIT: text(RATE_PATTERN, '100/s', {
+    expected: 'requests per token like 100/s, 6000/min or 5000/h, or 0 for no limit',
     description:
-      "Requests per token per window (a JWT's: per account and subject; `0` turns it off); the whole budget may be spent at once (the burst), then 429 until the window ends.",
+      "Requests per token (a JWT's: per account and subject; `0` turns it off), as a budget that refills continuously: `q/w` holds at most `q` requests, one more every `w/q`, so the unit sets the burst (`100/s`: 100 at once, `6000/min`: 6000) and a client at the sustained rate is never refused. Past it 429 with `Retry-After`; every answer says what is left (`RateLimit`, `RateLimit-Policy`).",
   }),
-  PLANTSTORE_ACCOUNT_RATE_LIMIT: text(RATE_PATTERN, '6000/min', {
-    expected: 'requests per account like 6000/min, 100/s or 300000/h, or 0 for no limit',
+  PLANTSTORE_ACCOUNT_RATE_LIMIT: text(RATE_PATTERN, '500/s', {
+    expected: 'requests per account like 500/s, 30000/min or 300000/h, or 0 for no limit',
     description:
-      "Requests per account per window, over all of its tokens and JWT subjects (`0` turns it off), so that making more tokens does not make more budget; then 429 until the window ends. Requests a token's own limit refused are not counted. Ten busy tokens' worth by default: raise it for one tenant with many clients.",
+      "Requests per account over all of its tokens and JWT subjects (`0` turns it off), so that making more tokens does not make more budget; refilled as `PLANTSTORE_RATE_LIMIT` is. Requests a token's own limit refused are not counted. Five busy tokens' worth by default: raise it for one tenant with many clients.",
   }),
   PLANTSTORE_AUTH_FAILURE_LIMIT: text(RATE_PATTERN, '20/min', {
     expected: 'failed authentications per client address like 20/min, or 0 for no limit',
     description:
-      'Failed authentications (malformed, unknown, expired or revoked token) per client address per window; over it, every request with a token from that address gets 429 until the window ends (`0`: off).',
+      'Failed authentications (malformed, unknown, expired or revoked token) per client address, refilled as `PLANTSTORE_RATE_LIMIT` is (`20/min`: 20 at once, then one every 3 s); with none left, every request with a token from that address gets 429 until one is refilled (`0`: off).',
   }),
   TRUST_PROXY: text('^(true|false|[0-9]{1,2}|[0-9a-fA-F:.,/ ]+)$', 'false', {
     expected: 'false, true, a hop count, or comma-separated proxy addresses/CIDRs',

@@ -5,7 +5,7 @@ import type { ApiError } from '../errors.js'
 import { addressKey } from './client-address.js'
 import type { Rate } from './rate.js'
 import { tooManyRequests } from './too-many.js'
-import { memoryWindowCounter, redisWindowCounter, type Window, type WindowCounter } from './window-counter.js'
+import { memoryRateStore, redisRateStore, type Budget, type RateStore } from './rate-store.js'
 import { andThen, recovering } from '../maybe-async.js'
 
 /** Which limit refused a request. */
@@ -24,22 +24,22 @@ export interface RateLimitOptions {
   onLimited?: (limit: RateLimitKind) => void
 }
 
-/** What a caller's request left of its token's window: sent on every authenticated answer. */
-export interface TokenBudget {
-  limit: number
-  remaining: number
-  resetSeconds: number
+/** The quota policies a caller's request is counted against, as the RateLimit fields name them. */
+export type PolicyName = 'token' | 'account'
+
+/** What a request left of one policy's budget, for its RateLimit field; `budget` undefined while its store is away. */
+export interface PolicyBudget {
+  policy: PolicyName
+  rate: Rate
+  budget: Budget | undefined
 }
 
-/** The outcome of counting one request: the token's budget when it has a limit, and the 429 when it is refused. */
+/** The outcome of counting one request: what it left of each policy in force, and the 429 when it is refused. */
 export interface Admission {
-  budget?: TokenBudget
+  budgets: PolicyBudget[]
   refusal?: ApiError
 }
 
-const ADMITTED: Admission = {}
-
-const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000))
 const plural = (n: number, unit: string) => `${n} ${unit}${n === 1 ? '' : 's'}`
 /** "42 seconds", "1 minute", "3 minutes": the wait in its largest unit, as the 429s have always said it. */
 const waitText = (ms: number) => {
@@ -47,10 +47,12 @@ const waitText = (ms: number) => {
   return secs < 60 ? plural(secs, 'second') : plural(Math.round(secs / 60), 'minute')
 }
 
-function counterFor(options: RateLimitOptions, rate: Rate, kind: string): WindowCounter {
+// Keys of their own (`gcra:`): the fixed-window counts an earlier version kept under `rate:`, `account:` and
+// `authfail:` are integers of another meaning, left to expire.
+function storeFor(options: RateLimitOptions, rate: Rate, kind: string): RateStore {
   return options.redis
-    ? redisWindowCounter(options.redis, rate.windowMs, `${options.namespace ?? 'plantstore:'}${kind}:`)
-    : memoryWindowCounter(rate.windowMs)
+    ? redisRateStore(options.redis, rate, `${options.namespace ?? 'plantstore:'}gcra:${kind}:`)
+    : memoryRateStore(rate)
 }
 
 /**
@@ -71,74 +73,78 @@ function storeFailureLog(what: string): (request: FastifyRequest, err: unknown) 
  * The limits on an authenticated caller, in this order: per token (a JWT's per account and subject, which two
  * accounts' callers may share), then per account over all of its tokens and subjects, so that making tokens does not
  * make budget. A request the token's limit refuses is not counted against the account: one token's flood of refused
- * requests cannot spend the budget of the account's other tokens. Fixed windows; if the store fails, requests are
- * let through (logged).
+ * requests cannot spend the budget of the account's other tokens. Budgets refill continuously (rate-store.ts); if a
+ * store fails, requests are let through (logged).
  */
 export class CallerLimits {
   readonly #options: RateLimitOptions
-  readonly #token: WindowCounter | undefined
-  readonly #account: WindowCounter | undefined
+  readonly #token: RateStore | undefined
+  readonly #account: RateStore | undefined
   readonly #tokenFailed = storeFailureLog('per token')
   readonly #accountFailed = storeFailureLog('per account')
 
   constructor(options: RateLimitOptions) {
     this.#options = options
-    // The per-token keys keep the names they had under @fastify/rate-limit, so a rolling upgrade shares the counts.
-    if (options.perToken.max > 0) this.#token = counterFor(options, options.perToken, 'rate')
+    if (options.perToken.max > 0) this.#token = storeFor(options, options.perToken, 'token')
     const account = options.perAccount
-    if (account !== undefined && account.max > 0) this.#account = counterFor(options, account, 'account')
+    if (account !== undefined && account.max > 0) this.#account = storeFor(options, account, 'account')
+  }
+
+  /** The policies in force, as the RateLimit-Policy field lists them; empty when there is none. */
+  get policies(): Array<{ policy: PolicyName; rate: Rate }> {
+    return [
+      ...(this.#token ? [{ policy: 'token' as const, rate: this.#options.perToken }] : []),
+      ...(this.#account ? [{ policy: 'account' as const, rate: this.#options.perAccount! }] : []),
+    ]
   }
 
   /** Counts `caller`'s request; at once unless a shared store must answer. */
   admit(caller: Caller, request: FastifyRequest): Admission | Promise<Admission> {
-    const counter = this.#token
-    if (counter === undefined) return this.#admitAccount(caller, request, undefined)
-    // While the store is away the request goes through, its answer saying the whole budget is left.
+    const store = this.#token
+    if (store === undefined) return this.#admitAccount(caller, request, [])
+    const rate = this.#options.perToken
     const unlimited = (err: unknown) => {
       this.#tokenFailed(request, err)
-      const { max } = this.#options.perToken
-      return this.#admitAccount(caller, request, { limit: max, remaining: max, resetSeconds: 0 })
+      return this.#admitAccount(caller, request, [{ policy: 'token', rate, budget: undefined }])
     }
-    const key = `token:${caller.accountId}:${caller.tokenId}`
-    return recovering(() => andThen(counter.hit(key), (window) => this.#judgeToken(caller, request, window)), unlimited)
+    const key = `${caller.accountId}:${caller.tokenId}`
+    return recovering(() => andThen(store.take(key), (budget) => this.#judgeToken(caller, request, budget)), unlimited)
   }
 
-  #judgeToken(caller: Caller, request: FastifyRequest, window: Window): Admission | Promise<Admission> {
-    const { max } = this.#options.perToken
-    const budget = { limit: max, remaining: Math.max(0, max - window.count), resetSeconds: seconds(window.resetMs) }
-    if (window.count <= max) return this.#admitAccount(caller, request, budget)
+  #judgeToken(caller: Caller, request: FastifyRequest, budget: Budget): Admission | Promise<Admission> {
+    const rate = this.#options.perToken
+    const budgets: PolicyBudget[] = [{ policy: 'token', rate, budget }]
+    if (budget.allowed) return this.#admitAccount(caller, request, budgets)
     this.#options.onLimited?.('token')
-    const message = `rate limit of ${max} requests exceeded; retry in ${waitText(window.resetMs)}`
-    const refusal = tooManyRequests('rateLimited', message, window.resetMs)
-    return { budget, refusal }
+    const message = `rate limit of ${rate.max} requests exceeded; retry in ${waitText(budget.nextMs)}`
+    return { budgets, refusal: tooManyRequests('rateLimited', message, budget.nextMs) }
   }
 
-  #admitAccount(caller: Caller, request: FastifyRequest, budget?: TokenBudget): Admission | Promise<Admission> {
-    const counter = this.#account
-    const admitted = budget === undefined ? ADMITTED : { budget }
-    if (counter === undefined) return admitted
-    const judge = (window: Window): Admission => {
-      const { max } = this.#options.perAccount!
-      if (window.count <= max) return admitted
+  #admitAccount(caller: Caller, request: FastifyRequest, budgets: PolicyBudget[]): Admission | Promise<Admission> {
+    const store = this.#account
+    if (store === undefined) return { budgets }
+    const rate = this.#options.perAccount!
+    const judge = (budget: Budget): Admission => {
+      const all: PolicyBudget[] = [...budgets, { policy: 'account', rate, budget }]
+      if (budget.allowed) return { budgets: all }
       this.#options.onLimited?.('account')
-      // No token budget on this answer: it would tell the client its token has budget left, to retry at once.
-      const message = `the account's rate limit of ${max} requests exceeded; retry later`
-      return { refusal: tooManyRequests('rateLimited', message, window.resetMs) }
+      const message = `the account's rate limit of ${rate.max} requests exceeded; retry in ${waitText(budget.nextMs)}`
+      return { budgets: all, refusal: tooManyRequests('rateLimited', message, budget.nextMs) }
     }
     return recovering(
-      () => andThen(counter.hit(String(caller.accountId)), judge),
+      () => andThen(store.take(String(caller.accountId)), judge),
       (err) => {
         this.#accountFailed(request, err)
-        return admitted
+        return { budgets: [...budgets, { policy: 'account', rate, budget: undefined }] }
       },
     )
   }
 }
 
-/** Slows token guessing: an address with too many failed authentications in the window gets 429 until it ends. */
+/** Slows token guessing: an address out of failed authentications gets 429 until one more is refilled. */
 export class AuthThrottle {
   readonly #options: RateLimitOptions
-  readonly #counter: WindowCounter
+  readonly #store: RateStore
   readonly #storeFailed = storeFailureLog('failed authentication')
 
   /** The throttle the options ask for; none when its limit is 0. */
@@ -148,47 +154,43 @@ export class AuthThrottle {
 
   private constructor(options: RateLimitOptions) {
     this.#options = options
-    this.#counter = counterFor(options, options.authFailures, 'authfail')
+    this.#store = storeFor(options, options.authFailures, 'authfail')
   }
 
   /**
-   * Refuses (429) a client that may not try again yet: throws at once when the count is at hand (kept in this
+   * Refuses (429) a client that may not try again yet: throws at once when the budget is at hand (kept in this
    * process), else returns a promise that rejects; undefined when the client may go on at once.
    */
   check(request: FastifyRequest): Promise<void> | undefined {
-    let current: Window | Promise<Window>
+    let current: Budget | Promise<Budget>
     try {
-      current = this.#counter.count(addressKey(request.ip))
+      current = this.#store.peek(addressKey(request.ip))
     } catch (err) {
       this.#storeFailed(request, err)
       return undefined
     }
-    if (!(current instanceof Promise)) return void this.#judge(current.count >= this.#max, current)
+    if (!(current instanceof Promise)) return void this.#judge(current)
     return current.then(
-      (window) => this.#judge(window.count >= this.#max, window),
+      (budget) => this.#judge(budget),
       (err: unknown) => this.#storeFailed(request, err),
     )
   }
 
-  /** Records a refused token; throws (429) when that attempt crossed the limit. */
+  /** Records a refused token; throws (429) when the address had no failure left to spend. */
   async refused(request: FastifyRequest): Promise<void> {
-    let hit: Window
+    let taken: Budget
     try {
-      hit = await this.#counter.hit(addressKey(request.ip))
+      taken = await this.#store.take(addressKey(request.ip))
     } catch (err) {
       return this.#storeFailed(request, err)
     }
-    this.#judge(hit.count > this.#max, hit)
+    this.#judge(taken)
   }
 
-  get #max(): number {
-    return this.#options.authFailures.max
-  }
-
-  #judge(over: boolean, window: Window): void {
-    if (!over) return
+  #judge(budget: Budget): void {
+    if (budget.allowed) return
     this.#options.onLimited?.('auth_failures')
     const message = 'too many failed authentication attempts from this address; retry later'
-    throw tooManyRequests('rateLimited', message, window.resetMs)
+    throw tooManyRequests('rateLimited', message, budget.nextMs)
   }
 }

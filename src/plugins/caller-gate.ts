@@ -3,7 +3,10 @@ import type { Authenticator } from '../auth/bearer.js'
 import type { Caller } from '../auth/caller.js'
 import { ApiError } from '../errors.js'
 import type { Admission, AuthThrottle, CallerLimits } from '../limits/rate-limits.js'
+import { limitField, policyField } from '../limits/ratelimit-fields.js'
 import { andThen, recovering } from '../maybe-async.js'
+
+const UNLIMITED: Admission = { budgets: [] }
 
 /** What the gate needs: who is calling, and the limits on them (none when not given). */
 export interface CallerGateOptions {
@@ -16,14 +19,15 @@ export interface CallerGateOptions {
  * The one onRequest hook between a request for a route that declares a `scope` and its handler, in this order:
  * 1. the failed-authentication throttle of the client's address (429), before the token is looked at;
  * 2. authentication (401; a refused token, but not a missing one, counts toward 1);
- * 3. the per-token and then the per-account rate limit (429), with the token's RateLimit headers on every answer
- *    from here on, but for the account's 429 (they would say to retry at once);
+ * 3. the per-token and then the per-account rate limit (429), with the RateLimit-Policy and RateLimit fields of
+ *    the policies it was counted against on every answer from here on;
  * 4. the scope (403: counted by 3 and carrying its headers).
  * All of it before the body is read, so that unauthenticated clients cannot make us parse anything. A request whose
  * token and counts are at hand (the cache, an in-process counter) waits for nothing: no promise is made.
  */
 export function registerCallerGate(app: FastifyInstance, options: CallerGateOptions): void {
   const { authenticator, throttle, limits } = options
+  const policies = policyField(limits?.policies ?? [])
   const refused = (request: FastifyRequest, err: unknown): Promise<never> | never => {
     if (throttle === undefined || !(err instanceof ApiError) || err.kind !== 'invalidToken') throw err
     return throttle.refused(request).then(() => {
@@ -39,17 +43,16 @@ export function registerCallerGate(app: FastifyInstance, options: CallerGateOpti
     request.caller = caller
     const scope = request.routeOptions.config.scope!
     const admitted = (admission: Admission): void => {
-      const { budget, refusal } = admission
-      if (budget !== undefined) {
-        reply.header('ratelimit-limit', budget.limit)
-        reply.header('ratelimit-remaining', budget.remaining)
-        reply.header('ratelimit-reset', budget.resetSeconds)
+      const { budgets, refusal } = admission
+      if (budgets.length > 0) {
+        reply.header('ratelimit-policy', policies)
+        reply.header('ratelimit', limitField(budgets))
       }
       if (refusal !== undefined) throw refusal
       const lacking = authenticator.lacking(caller, scope)
       if (lacking !== undefined) throw lacking
     }
-    return limits === undefined ? admitted({}) : andThen(limits.admit(caller, request), admitted)
+    return limits === undefined ? admitted(UNLIMITED) : andThen(limits.admit(caller, request), admitted)
   }
   app.addHook('onRequest', (request, reply, done) => {
     if (request.routeOptions.config.scope === undefined) return done()

@@ -13,15 +13,7 @@ const METHODS = ['GET', 'HEAD', 'POST', 'DELETE']
 const ALLOWED_HEADERS = ['authorization', 'content-type']
 // What a page's script may read of an answer, beyond the headers every answer exposes: paging, pacing, the
 // authentication challenge and the request id to quote in a report.
-const EXPOSED_HEADERS = [
-  'link',
-  'retry-after',
-  'ratelimit-limit',
-  'ratelimit-remaining',
-  'ratelimit-reset',
-  'www-authenticate',
-  'x-request-id',
-]
+const EXPOSED_HEADERS = ['link', 'retry-after', 'ratelimit', 'ratelimit-policy', 'www-authenticate', 'x-request-id']
 
 const varies = (reply: FastifyReply) => /(^|,)\s*origin\s*(,|$)/i.test(String(reply.getHeader('vary') ?? ''))
 

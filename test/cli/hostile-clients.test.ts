@@ -66,6 +66,10 @@ describe('plantstore serve, slow, oversized, smuggling and flooding clients', ()
         // Every client here is 127.0.0.1: room for all 500 idle connections, which the headers deadline must close
         // (at the default cap of 256 most would be refused at once). The cap is tested in connection-limits.test.ts.
         HTTP_MAX_CONNECTIONS_PER_ADDRESS: '1000',
+        // The floods here are answered by the defences under test, not by the rate limits (whose default burst of 100
+        // the tests before the pipelining ones spend): test/limits/rate-limits.test.ts tests those.
+        PLANTSTORE_RATE_LIMIT: '0',
+        PLANTSTORE_ACCOUNT_RATE_LIMIT: '0',
       },
     })
     // The bootstrap token exists once a request with it succeeds (it is created just after listening).

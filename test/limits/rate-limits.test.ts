@@ -38,6 +38,21 @@ async function appWith(
 const list = (app: FastifyInstance, headers: Record<string, string>) =>
   app.inject({ method: 'GET', url: '/plants', headers })
 
+/** One policy's item of a RateLimit field, its parameters as numbers: `"token";r=2;t=1` → { r: 2, t: 1 }. */
+function limitItem(res: { headers: Record<string, unknown> }, policy: string): Record<string, number> | undefined {
+  const item = String(res.headers.ratelimit ?? '')
+    .split(', ')
+    .find((entry) => entry.startsWith(`"${policy}";`))
+  if (item === undefined) return undefined
+  return Object.fromEntries(
+    item
+      .split(';')
+      .slice(1)
+      .map((param) => param.split('='))
+      .map(([name, value]) => [name!, Number(value)]),
+  )
+}
+
 describe('per-account rate limit', () => {
   test('counts every token of one account in one budget, answering 429 past it; other accounts are not affected', async () => {
     const { app, storage } = await appWith({
@@ -52,18 +67,17 @@ describe('per-account rate limit', () => {
     for (let i = 0; i < 6; i++) statuses.push((await list(app, tokens[i % 3]!)).statusCode)
     assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429])
     const limited = await list(app, tokens[0]!)
-    assert.deepEqual(limited.json(), {
-      error: 42901,
-      message: "the account's rate limit of 4 requests exceeded; retry later",
-    })
-    assert.ok(Number(limited.headers['retry-after']) >= 1)
+    assert.equal(limited.json().error, 42901)
+    // One request refilled every 15 s (4 a minute).
+    assert.equal(limited.json().message, "the account's rate limit of 4 requests exceeded; retry in 15 seconds")
+    assert.equal(limited.headers['retry-after'], '15')
     const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
     assert.equal((await list(app, other)).statusCode, 200)
     const metrics = await app.inject({ method: 'GET', url: '/metrics' })
     assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="account"\} 3$/m)
   })
 
-  test("answers the account's 429 with Retry-After and none of the token's RateLimit headers, which would say to retry at once", async () => {
+  test("answers the account's 429 with Retry-After and a RateLimit field saying the account's budget is spent", async () => {
     const { app, storage } = await appWith({
       perToken: { max: 100, windowMs: 60_000 },
       perAccount: { max: 2, windowMs: 60_000 },
@@ -74,9 +88,11 @@ describe('per-account rate limit', () => {
     assert.equal((await list(app, token)).statusCode, 200)
     const limited = await list(app, token)
     assert.equal(limited.statusCode, 429)
-    assert.ok(Number(limited.headers['retry-after']) >= 1, JSON.stringify(limited.headers))
-    const rateLimitHeaders = Object.keys(limited.headers).filter((name) => name.startsWith('ratelimit'))
-    assert.deepEqual(rateLimitHeaders, [], JSON.stringify(limited.headers))
+    assert.equal(limited.headers['ratelimit-policy'], '"token";q=100;w=60, "account";q=2;w=60')
+    assert.deepEqual(limitItem(limited, 'account'), { r: 0, t: 30 })
+    assert.equal(limitItem(limited, 'token')?.r, 97, 'the token had budget left: the account refused')
+    // Retry-After no earlier than the end of the effective window (draft-ietf-httpapi-ratelimit-headers-11, §6).
+    assert.equal(limited.headers['retry-after'], '30')
   })
 
   test('leaves the routes without a token alone, the reference registered before authentication included', async () => {
@@ -125,32 +141,48 @@ describe('per-token and per-account limits together', () => {
 })
 
 describe('per-token rate limit', () => {
-  test('answers 429 in the Error shape with Retry-After and RateLimit headers over the limit, and recovers after the window', async () => {
+  test('answers 429 in the Error shape with Retry-After over the limit, the RateLimit field counting down', async () => {
     const { app, storage } = await appWith({
-      // Long enough that the five requests below fit in one window on a slow machine; the wait after them is the cost.
-      perToken: { max: 3, windowMs: 3000 },
+      // A minute to refill each: the requests below never see one come back, however slow the machine.
+      perToken: { max: 3, windowMs: 180_000 },
       authFailures: { max: 0, windowMs: 1000 },
     })
     const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
     for (const remaining of [2, 1, 0]) {
       const res = await list(app, headers)
       assert.equal(res.statusCode, 200)
-      assert.equal(res.headers['ratelimit-limit'], '3')
-      assert.equal(res.headers['ratelimit-remaining'], String(remaining))
-      assert.ok(Number(res.headers['ratelimit-reset']) >= 0)
+      assert.equal(res.headers['ratelimit-policy'], '"token";q=3;w=180')
+      assert.equal(limitItem(res, 'token')?.r, remaining)
+      assert.ok(limitItem(res, 'token')!.t! >= 1 && limitItem(res, 'token')!.t! <= 60, res.headers.ratelimit as string)
     }
     const limited = await list(app, headers)
     assert.equal(limited.statusCode, 429)
     assert.equal(limited.json().error, 42901)
-    assert.match(limited.json().message, /rate limit of 3 requests exceeded/)
-    assert.ok(Number(limited.headers['retry-after']) >= 1)
-    assert.equal(limited.headers['ratelimit-remaining'], '0')
+    assert.match(limited.json().message, /^rate limit of 3 requests exceeded; retry in (59 seconds|1 minute)$/)
+    assert.ok(Number(limited.headers['retry-after']) >= limitItem(limited, 'token')!.t!)
+    assert.equal(limitItem(limited, 'token')?.r, 0)
     const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
     assert.equal((await list(app, other)).statusCode, 200, 'another token has its own budget')
-    await sleep(3100)
-    assert.equal((await list(app, headers)).statusCode, 200, 'the budget returns after the window')
     const metrics = await app.inject({ method: 'GET', url: '/metrics' })
     assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="token"\} 1$/m)
+  })
+
+  test('refills continuously, one request every window/limit, rather than all at once when a window ends', async () => {
+    const { app, storage } = await appWith({
+      // One refilled a second: the requests after the wait have a second to spare before a third is refilled.
+      perToken: { max: 5, windowMs: 5000 },
+      authFailures: { max: 0, windowMs: 1000 },
+    })
+    const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+    for (let i = 0; i < 5; i++) assert.equal((await list(app, headers)).statusCode, 200)
+    const limited = await list(app, headers)
+    assert.equal(limited.statusCode, 429)
+    assert.equal(limited.headers['retry-after'], '1')
+    await sleep(2000)
+    // 2 s refilled two and no more: the budget returns a little at a time.
+    const statuses = [(await list(app, headers)).statusCode, (await list(app, headers)).statusCode]
+    const third = await list(app, headers)
+    assert.deepEqual([...statuses, third.statusCode], [200, 200, 429])
   })
 
   test('counts 4xx answers to a valid token too (missing scope, invalid body), with RateLimit headers', async () => {
@@ -167,7 +199,7 @@ describe('per-token rate limit', () => {
       payload: '{}',
     })
     assert.equal(forbidden.statusCode, 403)
-    assert.equal(forbidden.headers['ratelimit-remaining'], '1')
+    assert.equal(limitItem(forbidden, 'token')?.r, 1)
     const writer = bearer((await issueToken(storage, { accountName: 'b' })).secret)
     const invalid = await app.inject({
       method: 'POST',
@@ -176,13 +208,14 @@ describe('per-token rate limit', () => {
       payload: '{"id": "x"}',
     })
     assert.equal(invalid.statusCode, 400)
-    assert.equal(invalid.headers['ratelimit-remaining'], '1')
+    assert.equal(limitItem(invalid, 'token')?.r, 1)
   })
 
   test('puts no RateLimit headers on public routes', async () => {
     const { app } = await appWith({ perToken: { max: 3, windowMs: 1000 }, authFailures: { max: 0, windowMs: 1000 } })
     const res = await app.inject({ method: 'GET', url: '/healthz' })
-    assert.equal(res.headers['ratelimit-limit'], undefined)
+    assert.equal(res.headers.ratelimit, undefined)
+    assert.equal(res.headers['ratelimit-policy'], undefined)
   })
 })
 
@@ -325,7 +358,7 @@ describe('rate limits with Redis gone', () => {
     const { app, headers } = await appWithRedisGone(5)
     const res = await list(app, headers)
     assert.equal(res.statusCode, 200)
-    assert.equal(res.headers['ratelimit-limit'], '5')
-    assert.equal(res.headers['ratelimit-remaining'], '5')
+    assert.equal(res.headers['ratelimit-policy'], '"token";q=5;w=60')
+    assert.equal(res.headers.ratelimit, '"token";r=5')
   })
 })

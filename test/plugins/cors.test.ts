@@ -84,7 +84,14 @@ for (const backend of backends) {
       assert.equal(res.headers['access-control-allow-origin'], ALLOWED)
       assert.match(String(res.headers.vary), /origin/i)
       const exposed = String(res.headers['access-control-expose-headers']).split(', ')
-      for (const header of ['link', 'retry-after', 'x-request-id', 'www-authenticate', 'ratelimit-remaining']) {
+      for (const header of [
+        'link',
+        'retry-after',
+        'x-request-id',
+        'www-authenticate',
+        'ratelimit',
+        'ratelimit-policy',
+      ]) {
         assert.ok(exposed.includes(header), `${header} in ${exposed.join(', ')}`)
       }
     })

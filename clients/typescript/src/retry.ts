@@ -31,6 +31,24 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
+/**
+ * Milliseconds to hold the next request, from a `RateLimit` field (draft-ietf-httpapi-ratelimit-headers-11): the
+ * longest `t` of a policy with nothing left (`r=0`); 0 when every policy has some, or the field is absent. Malformed
+ * items are ignored, as the draft says.
+ */
+export function rateLimitPauseMs(value: string | null): number {
+  let pause = 0
+  for (const item of value?.split(',') ?? []) {
+    const match = /^\s*"[^"]*";(.*)$/.exec(item)
+    if (match === null) continue
+    const params = new Map(match[1]!.split(';').map((param) => param.trim().split('=') as [string, string]))
+    const [left, window] = [params.get('r'), params.get('t')]
+    if (left !== '0' || window === undefined || !/^[0-9]+$/.test(window)) continue
+    pause = Math.max(pause, Number(window) * 1000)
+  }
+  return pause
+}
+
 function sleep(ms: number, signal: AbortSignal | null): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason)
@@ -49,7 +67,8 @@ function sleep(ms: number, signal: AbortSignal | null): Promise<void> {
 /**
  * A fetch that tries a request again after a 429 or 503 (waiting as `Retry-After` says, or backing off when it is
  * absent) and after a network error when `repeatable` says the request is safe to repeat, within the attempts and
- * the time limit.
+ * the time limit. It paces itself too: after an answer whose `RateLimit` field says a budget is spent, the next
+ * request waits the `t` seconds it names (if that fits in the time limit), so a steady client is not refused.
  */
 export function retryingFetch(
   fetch: (request: Request) => Promise<Response>,
@@ -60,8 +79,12 @@ export function retryingFetch(
   const limitMs = options.retryTimeLimitMs ?? TIME_LIMIT_DEFAULT_MS
   if (!Number.isInteger(retries) || retries < 0) throw new RangeError('retries must be a whole number, 0 or more')
   if (!(limitMs >= 0)) throw new RangeError('retryTimeLimitMs must be 0 or more')
+  // When the last answer's RateLimit field lets the next request go: shared by every request of this client.
+  let notBefore = 0
   return async (request) => {
     const started = Date.now()
+    const pause = notBefore - started
+    if (pause > 0 && pause <= limitMs) await sleep(pause, request.signal)
     for (let attempt = 0; ; attempt++) {
       const backoff = BACKOFF_MS * 2 ** attempt
       const canWait = (ms: number) => attempt < retries && Date.now() + ms - started <= limitMs
@@ -74,6 +97,7 @@ export function retryingFetch(
         await sleep(backoff, request.signal)
         continue
       }
+      notBefore = Math.max(notBefore, Date.now() + rateLimitPauseMs(response.headers.get('ratelimit')))
       if (!RETRIED_STATUSES.has(response.status)) return response
       const wait = retryAfterMs(response.headers.get('retry-after')) ?? backoff
       if (!canWait(wait)) return response

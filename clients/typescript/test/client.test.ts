@@ -215,6 +215,36 @@ for (const backend of backends) {
     })
   })
 
+  describe(`@plantstore/client on a server with default settings, on ${backend.name}`, () => {
+    let database: TestDatabase
+    let server: ServerProcess
+    const token = 'defaults-' + randomBytes(30).toString('base64url')
+
+    before(async () => {
+      database = await backend.createDatabase()
+      server = await startServer({ database: database.url, env: { PLANTSTORE_BOOTSTRAP_TOKEN: token } })
+      await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status !== 401, 10_000)
+    })
+    after(async () => {
+      await server?.stop()
+      await database?.dispose()
+    })
+
+    test('creates 1,500 plants in a row and lists them all, pacing itself so that nothing is refused', async () => {
+      const seen: Seen[] = []
+      const client = createClient({ baseUrl: server.baseUrl, token, fetch: recordingFetch(seen) })
+      for (let id = 1n; id <= 1500n; id++) await client.plants.create({ id, name: `plant ${id}` })
+      const listed = await listAll(client)
+      assert.deepEqual(
+        listed.map((plant) => plant.id),
+        Array.from({ length: 1500 }, (_, i) => BigInt(i + 1)),
+      )
+      const statuses = new Set(seen.map((answer) => answer.status))
+      assert.deepEqual([...statuses], [200], 'no 429: the RateLimit field said when to wait')
+      assert.ok(seen.length === 1500 + 15, `${seen.length} requests: each create once, 15 pages of 100`)
+    })
+  })
+
   describe(`@plantstore/client retrying a rate-limited request on ${backend.name}`, () => {
     let database: TestDatabase
     let server: ServerProcess
@@ -236,10 +266,10 @@ for (const backend of backends) {
 
     test('waits out a 429 with Retry-After: 1 and succeeds', async () => {
       const seen: Seen[] = []
-      const client = createClient({ baseUrl: server.baseUrl, token, fetch: recordingFetch(seen) })
-      // Two requests fit a window; a third in the same second is refused (until one is, should a window end between).
+      // Two requests fit the budget; a third within half a second is refused. A client of its own for each request:
+      // one client would pace itself by the RateLimit field and never be refused.
       for (let i = 0; i < 10 && !seen.some((answer) => answer.status === 429); i++) {
-        await client.plants.page({ limit: 1 })
+        await createClient({ baseUrl: server.baseUrl, token, fetch: recordingFetch(seen) }).plants.page({ limit: 1 })
       }
       const limited = seen.findIndex((answer) => answer.status === 429)
       assert.ok(limited >= 0, `a 429 among ${JSON.stringify(seen)}`)

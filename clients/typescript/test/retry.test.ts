@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { nextCursor } from '../src/link.js'
-import { retryAfterMs, retryingFetch } from '../src/retry.js'
+import { rateLimitPauseMs, retryAfterMs, retryingFetch } from '../src/retry.js'
 
 describe('Retry-After', () => {
   test('reads seconds and HTTP dates, and nothing else', () => {
@@ -14,6 +14,17 @@ describe('Retry-After', () => {
     assert.equal(retryAfterMs('soon'), undefined)
     assert.equal(retryAfterMs('-1'), undefined)
     assert.equal(retryAfterMs('1.5'), undefined)
+  })
+})
+
+describe('RateLimit', () => {
+  test('holds the next request for the longest t of a spent policy, and ignores what it cannot read', () => {
+    assert.equal(rateLimitPauseMs('"token";r=0;t=3, "account";r=0;t=1'), 3000)
+    assert.equal(rateLimitPauseMs('"token";r=5;t=1, "account";r=0;t=2'), 2000)
+    assert.equal(rateLimitPauseMs('"token";r=5;t=1'), 0, 'budget left: no pause')
+    assert.equal(rateLimitPauseMs(null), 0)
+    assert.equal(rateLimitPauseMs('"token";r=0'), 0, 'no window to wait for')
+    assert.equal(rateLimitPauseMs('token;r=0;t=3, "x";r=0;t=-1, "y";r=0;t=1.5'), 0, 'malformed items are ignored')
   })
 })
 
@@ -43,6 +54,19 @@ describe('retryingFetch', () => {
     const sent = fetch(new Request('http://127.0.0.1:1/plants', { signal: controller.signal }))
     controller.abort(new Error('given up'))
     await assert.rejects(sent, /given up/)
+  })
+
+  test("waits before the next request as long as the last answer's RateLimit field says a budget is spent", async () => {
+    const sent: number[] = []
+    const fetch = retryingFetch(async () => {
+      sent.push(Date.now())
+      return answer(200, { ratelimit: sent.length === 1 ? '"token";r=0;t=1' : '"token";r=9;t=1' })
+    })
+    await fetch(request())
+    await fetch(request())
+    await fetch(request())
+    assert.ok(sent[1]! - sent[0]! >= 990, `paused ${sent[1]! - sent[0]!} ms after r=0`)
+    assert.ok(sent[2]! - sent[1]! < 500, 'no pause while budget is left')
   })
 
   test('makes at most `retries` further attempts', async () => {

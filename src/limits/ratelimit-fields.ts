@@ -1,0 +1,25 @@
+import type { PolicyBudget, PolicyName } from './rate-limits.js'
+import type { Rate } from './rate.js'
+
+/**
+ * The `RateLimit-Policy` field (draft-ietf-httpapi-ratelimit-headers-11) for the policies in force: each one's quota
+ * `q` and window `w` in seconds, `"token";q=600;w=60, "account";q=6000;w=60`. The same on every answer.
+ */
+export function policyField(policies: ReadonlyArray<{ policy: PolicyName; rate: Rate }>): string {
+  return policies.map(({ policy, rate }) => `"${policy}";q=${rate.max};w=${rate.windowMs / 1000}`).join(', ')
+}
+
+/**
+ * The `RateLimit` field: what the request left of each policy (`r`), and `t`, the seconds within which no more than
+ * that may be used, until the next unit is refilled: `"token";r=598;t=1`. A policy whose store is away says its
+ * whole quota, as the request went through unlimited.
+ */
+export function limitField(budgets: readonly PolicyBudget[]): string {
+  return budgets
+    .map(({ policy, rate, budget }) =>
+      budget === undefined
+        ? `"${policy}";r=${rate.max}`
+        : `"${policy}";r=${budget.remaining};t=${Math.max(1, Math.ceil(budget.nextMs / 1000))}`,
+    )
+    .join(', ')
+}
