@@ -10,9 +10,10 @@ export function policyField(policies: ReadonlyArray<{ policy: PolicyName; rate: 
 }
 
 /**
- * The `RateLimit` field: what the request left of each policy (`r`), and `t`, the seconds within which no more than
- * that may be used, until the next unit is refilled: `"token";r=598;t=1`. A policy whose store is away says its
- * whole quota, as the request went through unlimited.
+ * The `RateLimit` field: what the request left of each policy (`r`), and `t`, the seconds until the next unit is
+ * refilled, rounded up to a whole second (at least 1), so that no more than `r` may be used within them: a client
+ * that waits `t` when `r` is 0 is not refused. `"token";r=598;t=1`. A policy whose store is away says its whole quota,
+ * as the request went through unlimited.
  */
 export function limitField(budgets: readonly PolicyBudget[]): string {
   return budgets

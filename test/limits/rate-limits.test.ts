@@ -169,17 +169,18 @@ describe('per-token rate limit', () => {
 
   test('refills continuously, one request every window/limit, rather than all at once when a window ends', async () => {
     const { app, storage } = await appWith({
-      // One refilled a second: the requests after the wait have a second to spare before a third is refilled.
-      perToken: { max: 5, windowMs: 5000 },
+      // One refilled every 2 s: the five requests before the wait have 2 s to be answered before one comes back, and
+      // the three after it 1.5 s before a third does.
+      perToken: { max: 4, windowMs: 8000 },
       authFailures: { max: 0, windowMs: 1000 },
     })
     const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
-    for (let i = 0; i < 5; i++) assert.equal((await list(app, headers)).statusCode, 200)
+    for (let i = 0; i < 4; i++) assert.equal((await list(app, headers)).statusCode, 200)
     const limited = await list(app, headers)
     assert.equal(limited.statusCode, 429)
-    assert.equal(limited.headers['retry-after'], '1')
-    await sleep(2000)
-    // 2 s refilled two and no more: the budget returns a little at a time.
+    assert.equal(limited.headers['retry-after'], '2')
+    await sleep(4500)
+    // 4.5 s refilled two and no more: the budget returns a little at a time.
     const statuses = [(await list(app, headers)).statusCode, (await list(app, headers)).statusCode]
     const third = await list(app, headers)
     assert.deepEqual([...statuses, third.statusCode], [200, 200, 429])

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
+import fc from 'fast-check'
 import { after, describe, test } from 'node:test'
 import { Redis } from 'ioredis'
 import { memoryRateStore, redisRateStore } from '../../src/limits/rate-store.js'
@@ -41,6 +42,24 @@ describe('rate store in this process', () => {
     assert.deepEqual(take('other'), { allowed: true, remaining: 3, nextMs: 1000 }, 'each key its own budget')
   })
 
+  test('lets exactly the whole budget through in a burst, whatever the rate and the clock reads', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 2000 }),
+        fc.constantFrom(1000, 60_000, 3_600_000),
+        fc.double({ min: 0, max: 1e9, noNaN: true }),
+        (max, windowMs, at) => {
+          const burst = memoryRateStore({ max, windowMs }, 10, () => at)
+          const taken = Array.from({ length: max + 1 }, () => burst.take('k'))
+          const through = taken.filter((budget) => budget.allowed)
+          assert.equal(through.length, max, `${max} per ${windowMs} ms at ${at}`)
+          assert.deepEqual([through[0]!.remaining, through.at(-1)!.remaining], [max - 1, 0])
+        },
+      ),
+      { numRuns: 300 },
+    )
+  })
+
   test('forgets the key left alone longest beyond its bound, never the one being used', () => {
     const bounded = memoryRateStore({ max: 1, windowMs: 60_000 }, 2, () => clock)
     bounded.take('a')
@@ -71,5 +90,22 @@ describe('rate store shared through Redis', { skip: REDIS_URL || redisRequired ?
     assert.deepEqual([refilled.allowed, refilled.remaining], [true, 0], 'one unit back, not the whole budget')
     assert.equal((await two.take('k')).allowed, false)
     assert.ok((await redis.pttl(`${prefix}k`)) <= 1500, 'the key expires once its budget would be full again')
+  })
+
+  test('lets exactly the whole budget through in a burst at a rate whose interval is a fraction (7 a second)', async () => {
+    const store = redisRateStore(redis, { max: 7, windowMs: 1000 }, `${prefix}fraction:`)
+    const taken = []
+    for (let i = 0; i < 8; i++) taken.push(await store.take('k'))
+    assert.deepEqual(
+      taken.map((budget) => (budget.allowed ? budget.remaining : 'refused')),
+      [6, 5, 4, 3, 2, 1, 0, 'refused'],
+    )
+  })
+
+  test('counts a rate of a million a second, as the benchmark sets it, instead of rounding its interval away', async () => {
+    const store = redisRateStore(redis, { max: 1_000_000, windowMs: 1000 }, `${prefix}million:`)
+    const first = await store.take('k')
+    const second = await store.take('k')
+    assert.ok(first.remaining >= 999_998 && second.remaining < 1_000_000, `${first.remaining}, ${second.remaining}`)
   })
 })
