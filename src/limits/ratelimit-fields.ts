@@ -1,5 +1,6 @@
 import type { PolicyBudget, PolicyName } from './rate-limits.js'
 import type { Rate } from './rate.js'
+import { waitSeconds } from './too-many.js'
 
 /**
  * The `RateLimit-Policy` field (draft-ietf-httpapi-ratelimit-headers-11) for the policies in force: each one's quota
@@ -20,7 +21,7 @@ export function limitField(budgets: readonly PolicyBudget[]): string {
     .map(({ policy, rate, budget }) =>
       budget === undefined
         ? `"${policy}";r=${rate.max}`
-        : `"${policy}";r=${budget.remaining};t=${Math.max(1, Math.ceil(budget.nextMs / 1000))}`,
+        : `"${policy}";r=${budget.remaining};t=${waitSeconds(budget.nextMs)}`,
     )
     .join(', ')
 }

@@ -11,8 +11,11 @@ export type TooManyKind = Extract<
  * seconds, at least one, since `Retry-After: 0` would invite the same request at once.
  */
 export function retryAfter(ms: number): Record<string, string> {
-  return { 'retry-after': String(Math.max(1, Math.ceil(ms / 1000))) }
+  return { 'retry-after': String(waitSeconds(ms)) }
 }
+
+/** A wait in whole seconds, rounded up, at least one: Retry-After's, and the RateLimit field's `t`, alike. */
+export const waitSeconds = (ms: number): number => Math.max(1, Math.ceil(ms / 1000))
 
 /**
  * Every 429 the service sends is made here: the Error shape with `Retry-After`, to throw from a hook or handler or,
