@@ -72,6 +72,29 @@ function recordingFetch(seen: Seen[]) {
   }
 }
 
+/**
+ * A server on a fresh database of `backend` seeded with the bootstrap token `token` and `env`, started before the
+ * suite's tests (once it accepts the token) and stopped after them; `server` is set once started.
+ */
+function serverFor(backend: (typeof backends)[number], token: string, env: Record<string, string> = {}) {
+  const running: { server?: ServerProcess; database?: TestDatabase } = {}
+  before(async () => {
+    running.database = await backend.createDatabase()
+    running.server = await startServer({
+      database: running.database.url,
+      env: { PLANTSTORE_BOOTSTRAP_TOKEN: token, ...env },
+    })
+    // The bootstrap token is stored just after the server listens.
+    const url = running.server.baseUrl
+    await eventually(async () => (await http(url, 'GET', '/plants', { token })).status !== 401, 10_000)
+  })
+  after(async () => {
+    await running.server?.stop()
+    await running.database?.dispose()
+  })
+  return running as { server: ServerProcess }
+}
+
 for (const backend of backends) {
   describe(`@plantstore/client against plantstore serve on ${backend.name}`, () => {
     let database: TestDatabase
@@ -216,23 +239,12 @@ for (const backend of backends) {
   })
 
   describe(`@plantstore/client on a server with default settings, on ${backend.name}`, () => {
-    let database: TestDatabase
-    let server: ServerProcess
     const token = 'defaults-' + randomBytes(30).toString('base64url')
-
-    before(async () => {
-      database = await backend.createDatabase()
-      server = await startServer({ database: database.url, env: { PLANTSTORE_BOOTSTRAP_TOKEN: token } })
-      await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status !== 401, 10_000)
-    })
-    after(async () => {
-      await server?.stop()
-      await database?.dispose()
-    })
+    const running = serverFor(backend, token)
 
     test('creates 1,500 plants in a row and lists them all, pacing itself so that nothing is refused', async () => {
       const seen: Seen[] = []
-      const client = createClient({ baseUrl: server.baseUrl, token, fetch: recordingFetch(seen) })
+      const client = createClient({ baseUrl: running.server.baseUrl, token, fetch: recordingFetch(seen) })
       for (let id = 1n; id <= 1500n; id++) await client.plants.create({ id, name: `plant ${id}` })
       const listed = await listAll(client)
       assert.deepEqual(
@@ -246,30 +258,17 @@ for (const backend of backends) {
   })
 
   describe(`@plantstore/client retrying a rate-limited request on ${backend.name}`, () => {
-    let database: TestDatabase
-    let server: ServerProcess
     const token = 'limited-' + randomBytes(30).toString('base64url')
-
-    before(async () => {
-      database = await backend.createDatabase()
-      server = await startServer({
-        database: database.url,
-        env: { PLANTSTORE_BOOTSTRAP_TOKEN: token, PLANTSTORE_RATE_LIMIT: '2/s' },
-      })
-      // The bootstrap token is stored just after the server listens.
-      await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status !== 401, 10_000)
-    })
-    after(async () => {
-      await server?.stop()
-      await database?.dispose()
-    })
+    const running = serverFor(backend, token, { PLANTSTORE_RATE_LIMIT: '2/s' })
 
     test('waits out a 429 with Retry-After: 1 and succeeds', async () => {
       const seen: Seen[] = []
       // Two requests fit the budget; a third within half a second is refused. A client of its own for each request:
       // one client would pace itself by the RateLimit field and never be refused.
       for (let i = 0; i < 10 && !seen.some((answer) => answer.status === 429); i++) {
-        await createClient({ baseUrl: server.baseUrl, token, fetch: recordingFetch(seen) }).plants.page({ limit: 1 })
+        await createClient({ baseUrl: running.server.baseUrl, token, fetch: recordingFetch(seen) }).plants.page({
+          limit: 1,
+        })
       }
       const limited = seen.findIndex((answer) => answer.status === 429)
       assert.ok(limited >= 0, `a 429 among ${JSON.stringify(seen)}`)
@@ -280,7 +279,7 @@ for (const backend of backends) {
     })
 
     test('with retries: 0, a 429 is a PlantStoreError with rateLimited at once', async () => {
-      const client = createClient({ baseUrl: server.baseUrl, token, retries: 0 })
+      const client = createClient({ baseUrl: running.server.baseUrl, token, retries: 0 })
       const answers = await Promise.allSettled([1, 2, 3, 4, 5, 6].map(() => client.plants.page({ limit: 1 })))
       const refused = answers.find((answer) => answer.status === 'rejected')
       assert.ok(refused, 'a burst of six requests at 2/s is refused in part')
