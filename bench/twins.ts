@@ -24,7 +24,12 @@ const QUEUED_SQL = `UPDATE webhook_subscriptions SET queued = (SELECT count(*) F
 
 /** Through the service's storage in this process: a `plantstore webhooks add` process each would double the seeding. */
 async function subscribeNoisy(databaseUrl: string, receiverUrl: string): Promise<void> {
-  const limits = { plantsPerAccount: 0, subscriptionsPerAccount: BACKLOG_SUBSCRIPTIONS, queuedPerSubscription: 0 }
+  const limits = {
+    plantsPerAccount: 0,
+    subscriptionsPerAccount: BACKLOG_SUBSCRIPTIONS,
+    queuedPerSubscription: 0,
+    idempotencyKeysPerAccount: 0,
+  }
   const storage = await openStorage(databaseUrl, { migrate: false, poolSize: 1, limits })
   try {
     for (let i = 1; i <= BACKLOG_SUBSCRIPTIONS; i++)

@@ -30,6 +30,12 @@ import { AuthThrottle, CallerLimits, type RateLimitOptions } from './limits/rate
 import { registerCallerGate } from './plugins/caller-gate.js'
 import { RequestLog } from './logging/request-log.js'
 import { registerCors, type CorsOptions } from './plugins/cors.js'
+import {
+  IDEMPOTENCY_DEFAULTS,
+  idempotencyHooks,
+  registerIdempotencyPurge,
+  type IdempotencySettings,
+} from './plugins/idempotency.js'
 import { registerDocs } from './routes/docs.js'
 import { healthRoutes } from './routes/health.js'
 import { plantRoutes } from './routes/plants.js'
@@ -64,6 +70,8 @@ export interface AppOptions {
   rateLimit?: RateLimitOptions
   /** JWT access tokens from the operator's identity provider; only the service's own tokens when not given. */
   jwt?: JwtSettings
+  /** How long Idempotency-Key answers are kept, claims held, and how often expired keys are purged; 24 h etc. when not given. */
+  idempotency?: IdempotencySettings
   /** Tokens not revoked an account may hold for POST /tokens to make another; 100 when not given. */
   tokensPerAccount?: number
   /** When set, GET /metrics needs this bearer token; open otherwise. */
@@ -120,7 +128,8 @@ export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void>
  * 5. the caller gate (onRequest, for routes that declare a scope): the failed-authentication throttle, bearer
  *    authentication, the per-token then the per-account rate limit, the scope (plugins/caller-gate.ts);
  * 6. the routes (GET /plants holds the page budget from its route-level preHandler, after the pipelining limit's
- *    app-level one has given the request its turn); then the webhook dispatcher, started once listening.
+ *    app-level one has given the request its turn; POST /plants and POST /webhooks claim their Idempotency-Key
+ *    there too, and keep the answer in onSend); then the webhook dispatcher, started once listening.
  * onClose hooks run in reverse order of registration: the log's last flush and the owned resources' hook are
  * registered first so that they run last.
  */
@@ -198,10 +207,18 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(healthRoutes, { health: storage.health })
   const pageBudget = new PageBudget(options.pageBudget ?? PAGE_BUDGET_DEFAULTS)
   metrics.pagesInProgress(() => pageBudget.inProgress())
-  await app.register(plantRoutes, { plants: storage.plants, pageBudget, onPageRefused: metrics.pageRefused })
+  const keys = options.idempotency ?? IDEMPOTENCY_DEFAULTS
+  const idempotency = idempotencyHooks(storage.idempotency, keys)
+  registerIdempotencyPurge(app, storage.idempotency, keys.purgeEveryMs ?? IDEMPOTENCY_DEFAULTS.purgeEveryMs)
+  await app.register(plantRoutes, {
+    plants: storage.plants,
+    pageBudget,
+    onPageRefused: metrics.pageRefused,
+    idempotency,
+  })
   await app.register(tokenRoutes, { tokens: storage.tokens, quota: options.tokensPerAccount ?? 100, trustedMs })
   const allowPrivate = options.webhooks?.allowPrivate ?? false
-  await app.register(webhookRoutes, { webhooks: storage.webhooks, allowPrivate })
+  await app.register(webhookRoutes, { webhooks: storage.webhooks, allowPrivate, idempotency })
   metrics.webhookQueue(() => storage.webhooks.countPendingDeliveries())
   const delivery = options.webhooks?.delivery
   if (delivery) registerWebhookDispatcher(app, storage.webhooks, { ...delivery, allowPrivate }, metrics)

@@ -313,6 +313,15 @@ export const ConfigSchema = Type.Object({
     description:
       'Plants per account; past it 409 (40902). Exact on both backends, with any number of instances. On PostgreSQL, once it is lowered, an account may pass the new value by at most the plants it held then.',
   }),
+  PLANTSTORE_IDEMPOTENCY_KEY_HOURS: hours(168, 24, {
+    description:
+      'How long the answer to a request sent with an `Idempotency-Key` is kept, and replayed to a retry with that key; expired keys are purged.',
+  }),
+  PLANTSTORE_MAX_IDEMPOTENCY_KEYS_PER_ACCOUNT: integer(0, 999_999_999, 1_000_000, {
+    unit: 'keys per account; 0 for no limit',
+    description:
+      'Idempotency keys one account holds until they expire (as many as plants by default: a day of creates with keys fits); past it 409 (40902). On PostgreSQL, requests racing at the limit may pass it by as many as run at once.',
+  }),
 })
 export type Config = Static<typeof ConfigSchema>
 export type ConfigKey = keyof Config
@@ -364,10 +373,16 @@ export function storageLimits(config: Config): StorageLimits {
     plantsPerAccount: config.PLANTSTORE_MAX_PLANTS_PER_ACCOUNT,
     subscriptionsPerAccount: config.PLANTSTORE_MAX_WEBHOOKS_PER_ACCOUNT,
     queuedPerSubscription: config.PLANTSTORE_WEBHOOK_MAX_QUEUED,
+    idempotencyKeysPerAccount: config.PLANTSTORE_MAX_IDEMPOTENCY_KEYS_PER_ACCOUNT,
   }
 }
 
 const HOUR_MS = 3_600_000
+
+/** How long an idempotency key's answer is kept, from the configuration. */
+export function idempotencyKeyTtlMs(config: Config): number {
+  return config.PLANTSTORE_IDEMPOTENCY_KEY_HOURS * HOUR_MS
+}
 
 /** How webhooks are delivered, in the dispatcher's units. */
 export function deliverySettings(config: Config) {

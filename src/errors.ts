@@ -90,6 +90,12 @@ export const ErrorCatalogue = {
       'The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first',
     example: 'the account holds its quota of 1000000 plants; delete some before creating more',
   },
+  idempotencyKeyInUse: {
+    error: 40903,
+    status: 409,
+    summary: 'The first request sent with this Idempotency-Key is still running; retry after `Retry-After`',
+    example: 'Idempotency-Key: its first request is still running; retry in 1 second',
+  },
   bodyTooLarge: {
     error: 41301,
     status: 413,
@@ -107,6 +113,13 @@ export const ErrorCatalogue = {
     status: 415,
     summary: 'The request body has a Content-Encoding other than identity',
     example: 'Content-Encoding must be identity (bodies are not decompressed)',
+  },
+  idempotencyKeyReused: {
+    error: 42201,
+    status: 422,
+    summary:
+      'The Idempotency-Key was sent before with a different request (operation, token or body); nothing was done',
+    example: 'Idempotency-Key: already used for a different request; use a new key for a new request',
   },
   rateLimited: {
     error: 42901,

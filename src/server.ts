@@ -12,6 +12,7 @@ import {
   corsOrigins,
   deliverySettings,
   httpTimeouts,
+  idempotencyKeyTtlMs,
   jwtSettings,
   pageBudgetLimits,
   trustProxy,
@@ -81,6 +82,7 @@ export async function serve(config: Config): Promise<void> {
     metricsToken: config.PLANTSTORE_METRICS_TOKEN,
     jwt: jwtSettings(config),
     tokensPerAccount: config.PLANTSTORE_MAX_TOKENS_PER_ACCOUNT,
+    idempotency: { ttlMs: idempotencyKeyTtlMs(config) },
     trustProxy: trustProxy(config.TRUST_PROXY),
     cors: origins && { origins },
     rateLimit: {

@@ -32,8 +32,18 @@ export const CONTROL_FREE_TEXT = textRule(
   'text without control characters (U+0000 to U+001F, U+007F to U+009F) or unpaired surrogates',
 )
 
+/**
+ * An Idempotency-Key: a Structured Field string (draft-ietf-httpapi-idempotency-key-header) or, as many clients send
+ * it, the same text unquoted; 1 to 255 visible ASCII characters but the quote, backslash and comma, so that a key sent
+ * twice (joined with ", ") is refused instead of read as another key.
+ */
+export const IDEMPOTENCY_KEY: TextRule = {
+  pattern: '^(?:[\\x21\\x23-\\x2b\\x2d-\\x5b\\x5d-\\x7e]{1,255}|"[\\x21\\x23-\\x2b\\x2d-\\x5b\\x5d-\\x7e]{1,255}")$',
+  description: '1 to 255 visible ASCII characters other than " \\ and comma, optionally in double quotes, sent once',
+}
+
 /** Every rule, for the validator to word its errors. */
-export const TEXT_RULES: readonly TextRule[] = [TEXT, CONTROL_FREE_TEXT]
+export const TEXT_RULES: readonly TextRule[] = [TEXT, CONTROL_FREE_TEXT, IDEMPOTENCY_KEY]
 
 /** What a validation error says of a string that breaks `rule`. */
 export function expected(rule: TextRule): string {

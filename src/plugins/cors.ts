@@ -1,6 +1,7 @@
 import fastifyCors from '@fastify/cors'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { CORS_MAX_AGE_SECONDS } from '../config.js'
+import { IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER } from '../schemas/idempotency-key.js'
 
 /** Which browser origins may call the API; none (the default) means no CORS headers at all. */
 export interface CorsOptions {
@@ -10,10 +11,19 @@ export interface CorsOptions {
 
 const METHODS = ['GET', 'HEAD', 'POST', 'DELETE']
 // Bearer tokens travel in Authorization, never in cookies: no credentials mode, so no Allow-Credentials.
-const ALLOWED_HEADERS = ['authorization', 'content-type']
+const ALLOWED_HEADERS = ['authorization', 'content-type', IDEMPOTENCY_KEY_HEADER]
 // What a page's script may read of an answer, beyond the headers every answer exposes: paging, pacing, the
-// authentication challenge and the request id to quote in a report.
-const EXPOSED_HEADERS = ['link', 'retry-after', 'ratelimit', 'ratelimit-policy', 'www-authenticate', 'x-request-id']
+// authentication challenge, whether an answer is a replay, and the request id to quote in a report.
+const EXPOSED_HEADERS = [
+  'link',
+  'retry-after',
+  'ratelimit',
+  'ratelimit-policy',
+  'www-authenticate',
+  REPLAYED_HEADER,
+  'x-request-id',
+]
+const EXPOSED = EXPOSED_HEADERS.join(', ')
 
 const varies = (reply: FastifyReply) => /(^|,)\s*origin\s*(,|$)/i.test(String(reply.getHeader('vary') ?? ''))
 
@@ -32,7 +42,7 @@ export async function registerCors(app: FastifyInstance, { origins }: CorsOption
     const { origin } = request.headers
     if (origin !== undefined && allowed.has(origin) && !reply.hasHeader('access-control-allow-origin')) {
       reply.header('access-control-allow-origin', origin)
-      reply.header('access-control-expose-headers', EXPOSED_HEADERS.join(', '))
+      reply.header('access-control-expose-headers', EXPOSED)
     }
     if (!varies(reply)) {
       const vary = reply.getHeader('vary')

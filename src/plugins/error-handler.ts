@@ -17,6 +17,7 @@ const QUOTA_NAMES = {
   plants: 'plants; delete some before creating more',
   subscriptions: 'webhook subscriptions; remove one before adding another',
   tokens: 'tokens not revoked; delete one before creating another',
+  'idempotency keys': 'idempotency keys; send the request without Idempotency-Key, or once older keys expire',
 } as const
 
 const MESSAGES: Partial<Record<ErrorKind, string>> = {

@@ -28,6 +28,7 @@ const HEADERS: Record<number, Record<string, TSchema>> = {
         'With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again',
     }),
   },
+  409: { 'Retry-After': Type.Integer({ description: 'With 40903: seconds to wait before retrying' }) },
   503: { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) },
 }
 
@@ -81,7 +82,10 @@ export function errorResponses(...kinds: ErrorKind[]): Record<number, TSchema> {
   return responses
 }
 
-/** The errors of a route that creates something from a JSON body, with `kinds` of its own (its conflicts, quotas). */
+/**
+ * The errors of a route that creates something from a JSON body, with `kinds` of its own (its conflicts, quotas).
+ * Those that take an Idempotency-Key add idempotencyKeyInUse and idempotencyKeyReused.
+ */
 export function creationErrorResponses(...kinds: ErrorKind[]): Record<number, TSchema> {
   return errorResponses(
     'validation',

@@ -6,7 +6,9 @@ import { LIMIT_DEFAULT, ListQuery } from '../schemas/list-query.js'
 import { NewPlant, Plant, PlantItem } from '../schemas/plant.js'
 import { GetPlantParams, PlantParams } from '../schemas/plant-params.js'
 import { callerOf } from '../auth/caller.js'
+import type { IdempotencyHooks } from '../plugins/idempotency.js'
 import { pageBudgetHook, type PageBudget, type PageBudgetBound } from '../plugins/page-budget.js'
+import { IdempotencyHeaders, REPLAYED_HEADERS } from '../schemas/idempotency-key.js'
 import type { PlantStore, StoredPlant } from '../storage/index.js'
 import { plantCreated, plantDeleted } from '../webhooks/events.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
@@ -61,12 +63,14 @@ export interface PlantRoutesOptions {
   pageBudget: PageBudget
   /** Told of every page the budget refuses. */
   onPageRefused?: (bound: PageBudgetBound) => void
+  /** Claims, keeps and replays the Idempotency-Key of POST /plants. */
+  idempotency: IdempotencyHooks
 }
 
 /** POST /plants, GET /plants, GET /plants/{id}, DELETE /plants/{id}. */
 export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async (
   app,
-  { plants, pageBudget, onPageRefused },
+  { plants, pageBudget, onPageRefused, idempotency },
 ) => {
   // A page weighs its limit: the rows it may hold, known before it is made.
   const holdPage = pageBudgetHook(
@@ -78,21 +82,28 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
     '/plants',
     {
       config: { scope: 'plants:write' },
+      // Route-level, so after validation and the app's preHandlers: only a valid request claims its key.
+      preHandler: idempotency.preHandler,
+      onSend: idempotency.onSend,
       schema: {
         operationId: 'createPlant',
         tags,
         summary: 'Create a plant',
         description:
-          'Creates a new plant in the store. Re-sending an identical plant is a safe retry (200); the same id with a different name or tag is 409 (40901). An account holding its quota of plants gets 409 (40902) for a new one.',
+          'Creates a new plant in the store. Re-sending an identical plant is a safe retry (200); the same id with a different name or tag is 409 (40901). An account holding its quota of plants gets 409 (40902) for a new one. With an `Idempotency-Key`, a retry gets the first answer again, whatever happened in between.',
         security,
+        headers: IdempotencyHeaders,
         body: NewPlant,
         response: {
           200: withExamples(
             Type.Ref(Plant),
             { created: { summary: 'The plant created', value: { name: 'Monstera', tag: 'tropical' } } },
-            { description: 'The plant as stored: exactly the Plant shape (the caller knows the id)' },
+            {
+              description: 'The plant as stored: exactly the Plant shape (the caller knows the id)',
+              headers: REPLAYED_HEADERS,
+            },
           ),
-          ...creationErrorResponses('conflict', 'quotaExceeded'),
+          ...creationErrorResponses('conflict', 'quotaExceeded', 'idempotencyKeyInUse', 'idempotencyKeyReused'),
         },
       },
     },

@@ -15,6 +15,7 @@ import {
   TokenShape,
 } from '../schemas/token.js'
 import { LINEAGE_DEPTH, MakerEndedError, type TokenRecord, type TokenStore } from '../storage/index.js'
+import { refuseIdempotencyKey } from '../plugins/idempotency.js'
 import { creationErrorResponses, errorResponses, withExamples } from './error-responses.js'
 import { SECURITY } from './security.js'
 
@@ -81,11 +82,15 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ tokens: TokenStore; quota:
     '/tokens',
     {
       config: { scope: 'tokens:manage' },
+      // A replay would have to keep the secret, which is stored only as a hash, in the clear.
+      preHandler: refuseIdempotencyKey(
+        "a token's secret is never kept, so its answer cannot be replayed; list tokens to find one made by a request whose answer was lost",
+      ),
       schema: {
         operationId: 'createToken',
         tags,
         summary: 'Make a token for your own account',
-        description: `A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. The new token records the calling token as its maker (\`createdBy\`) and ends with it: revoking or deleting the calling token, or its expiry, ends the tokens it made, and theirs in turn, within ${trustedMs / 1000} seconds; a calling token revoked or deleted meanwhile gets 401 at once. A token made by a calling token already ${LINEAGE_DEPTH} makers away from a token made otherwise (the CLI, a first start, a JWT) is stored, and counts for the quota until deleted, but never works: authentication refuses a lineage longer than ${LINEAGE_DEPTH} (401). An account holding ${quota} tokens not revoked gets 409 (40902).`,
+        description: `A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. The new token records the calling token as its maker (\`createdBy\`) and ends with it: revoking or deleting the calling token, or its expiry, ends the tokens it made, and theirs in turn, within ${trustedMs / 1000} seconds; a calling token revoked or deleted meanwhile gets 401 at once. A token made by a calling token already ${LINEAGE_DEPTH} makers away from a token made otherwise (the CLI, a first start, a JWT) is stored, and counts for the quota until deleted, but never works: authentication refuses a lineage longer than ${LINEAGE_DEPTH} (401). An account holding ${quota} tokens not revoked gets 409 (40902). \`Idempotency-Key\` is refused (400): the secret is kept only as a hash, so no answer could be replayed; a client whose answer was lost lists its tokens (the label tells) and deletes the one it cannot use.`,
         security: SECURITY,
         body: NewTokenBody,
         response: {

@@ -13,6 +13,8 @@ import type { Subscription, WebhookStore } from '../storage/index.js'
 import type { EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
+import type { IdempotencyHooks } from '../plugins/idempotency.js'
+import { IdempotencyHeaders, REPLAYED_HEADERS } from '../schemas/idempotency-key.js'
 import { creationErrorResponses, errorResponses, withExamples } from './error-responses.js'
 import { SECURITY as security } from './security.js'
 
@@ -34,25 +36,31 @@ function shape(subscription: Subscription) {
 }
 
 /** POST /webhooks, GET /webhooks, DELETE /webhooks/{id}: the caller account's own subscriptions. */
-export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhookStore; allowPrivate: boolean }> = async (
-  app,
-  { webhooks, allowPrivate },
-) => {
+export const webhookRoutes: FastifyPluginAsyncTypebox<{
+  webhooks: WebhookStore
+  allowPrivate: boolean
+  /** Claims, keeps and replays the Idempotency-Key of POST /webhooks. */
+  idempotency: IdempotencyHooks
+}> = async (app, { webhooks, allowPrivate, idempotency }) => {
   app.post(
     '/webhooks',
     {
       config: { scope: 'webhooks:manage' },
+      // Route-level, so after validation: only a valid request claims its key.
+      preHandler: idempotency.preHandler,
+      onSend: idempotency.onSend,
       schema: {
         operationId: 'createWebhook',
         tags,
         summary: 'Subscribe to webhook events',
         description:
-          "Events of the caller's account are POSTed to `url`, signed as Standard Webhooks (see the `webhooks` section). The answer holds the signing secret, shown only this once. An account holding its quota of subscriptions (10 by default) gets 409 (40902).",
+          "Events of the caller's account are POSTed to `url`, signed as Standard Webhooks (see the `webhooks` section). The answer holds the signing secret, shown only this once. An account holding its quota of subscriptions (10 by default) gets 409 (40902). With an `Idempotency-Key`, a retry by the same token gets the first answer again, secret included: that answer is kept as long as the key.",
         security,
+        headers: IdempotencyHeaders,
         body: NewSubscriptionBody,
         response: {
-          201: { ...CreatedSubscription, description: 'Subscribed; keep the secret' },
-          ...creationErrorResponses('quotaExceeded'),
+          201: { ...CreatedSubscription, description: 'Subscribed; keep the secret', headers: REPLAYED_HEADERS },
+          ...creationErrorResponses('quotaExceeded', 'idempotencyKeyInUse', 'idempotencyKeyReused'),
         },
       },
     },

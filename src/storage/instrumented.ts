@@ -1,12 +1,15 @@
 import { StorageUnavailableError } from './types.js'
 import type {
   ClaimedDelivery,
+  ClaimOutcome,
   CreateOutcome,
   DeliveryHistory,
   DeliveryOutcome,
   DeliveryRef,
   EventOf,
   HealthCheck,
+  IdempotencyStore,
+  KeyClaim,
   NewSubscription,
   NewToken,
   PageRequest,
@@ -197,6 +200,32 @@ class InstrumentedWebhooks implements WebhookStore {
   }
 }
 
+class InstrumentedIdempotency implements IdempotencyStore {
+  readonly #inner: IdempotencyStore
+  readonly #calls: Calls
+
+  constructor(inner: IdempotencyStore, calls: Calls) {
+    this.#inner = inner
+    this.#calls = calls
+  }
+
+  claim(claim: KeyClaim): Promise<ClaimOutcome> {
+    return this.#calls.write('claimIdempotencyKey', () => this.#inner.claim(claim))
+  }
+
+  complete(accountId: number, key: string, lease: string, status: number, body: string): Promise<void> {
+    return this.#calls.write('completeIdempotencyKey', () => this.#inner.complete(accountId, key, lease, status, body))
+  }
+
+  release(accountId: number, key: string, lease: string): Promise<void> {
+    return this.#calls.write('releaseIdempotencyKey', () => this.#inner.release(accountId, key, lease))
+  }
+
+  purgeExpired(limit: number): Promise<number> {
+    return this.#calls.write('purgeIdempotencyKeys', () => this.#inner.purgeExpired(limit))
+  }
+}
+
 /**
  * A ping that answers for writes too. A database can answer reads while refusing writes (disk full, read-only,
  * SQLite's write lock held by another process): once a write has failed that way, ping() commits a probe write and
@@ -239,6 +268,7 @@ export class InstrumentedStorage implements Storage {
   readonly plants: PlantStore
   readonly tokens: TokenStore
   readonly webhooks: WebhookStore
+  readonly idempotency: IdempotencyStore
   readonly health: HealthCheck
 
   constructor(inner: Storage) {
@@ -246,6 +276,7 @@ export class InstrumentedStorage implements Storage {
     this.plants = new InstrumentedPlants(inner.plants, this.#calls)
     this.tokens = new InstrumentedTokens(inner.tokens, this.#calls)
     this.webhooks = new InstrumentedWebhooks(inner.webhooks, this.#calls)
+    this.idempotency = new InstrumentedIdempotency(inner.idempotency, this.#calls)
     this.health = new InstrumentedHealth(inner.health, this.#calls)
   }
 

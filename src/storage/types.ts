@@ -1,5 +1,5 @@
 /*
- * The storage every backend implements, in four parts by concern (plants, tokens, webhooks, health), and the values
+ * The storage every backend implements, in five parts by concern (plants, tokens, webhooks, idempotency keys, health), and the values
  * they take and return. Storage knows nothing of HTTP, authentication or what events mean: an event is an opaque
  * id, type and body that the caller built.
  */
@@ -301,6 +301,44 @@ export interface WebhookStore {
   countPendingDeliveries(): Promise<number>
 }
 
+// Idempotency keys
+
+/** A request's claim on an Idempotency-Key of its account: the key, a fingerprint of the request, and for how long. */
+export interface KeyClaim {
+  accountId: number
+  /** The key as the client sent it (its quotes removed). */
+  key: string
+  /** A digest of what the request asks (operation, caller, body): the same key with another request is refused. */
+  fingerprint: Buffer
+  /** Names this claim: only its holder may complete or release it. */
+  lease: string
+  /** How long the kept answer is replayed before the key is forgotten. */
+  ttlMs: number
+  /** How long the claim holds while its request runs; after that, a request with the same fingerprint takes it over. */
+  leaseMs: number
+}
+
+/**
+ * What claiming a key found: it was free (now this request's), or it is held by the same request (done, with its
+ * answer; or still running), or by another request (mismatch).
+ */
+export type ClaimOutcome =
+  { state: 'claimed' } | { state: 'done'; status: number; body: string } | { state: 'running' } | { state: 'mismatch' }
+
+export interface IdempotencyStore {
+  /**
+   * Claims the account's key for a request. A key expired, or claimed by the same fingerprint whose lease ran out
+   * (its instance stopped mid-request), is taken over. QuotaExceededError when the account holds its quota of keys.
+   */
+  claim(claim: KeyClaim): Promise<ClaimOutcome>
+  /** Keeps the answer of the request holding `lease` for replay; nothing when the claim is no longer its. */
+  complete(accountId: number, key: string, lease: string, status: number, body: string): Promise<void>
+  /** Frees the key a request claimed and ends without an answer to keep, so that a retry runs again. */
+  release(accountId: number, key: string, lease: string): Promise<void>
+  /** Deletes up to `limit` expired keys; resolves with how many went. */
+  purgeExpired(limit: number): Promise<number>
+}
+
 // Health
 
 export interface HealthCheck {
@@ -323,10 +361,20 @@ export interface StorageLimits {
   subscriptionsPerAccount: number
   /** Deliveries queued per subscription; an event finding its subscription at the cap disables it instead. */
   queuedPerSubscription: number
+  /**
+   * Idempotency keys held per account, expired ones until purged. Exact on SQLite; on PostgreSQL claims racing at the
+   * quota may pass it by as many as run at once.
+   */
+  idempotencyKeysPerAccount: number
 }
 
 /** No quota at all: what storage opened without limits enforces. */
-export const NO_LIMITS: StorageLimits = { plantsPerAccount: 0, subscriptionsPerAccount: 0, queuedPerSubscription: 0 }
+export const NO_LIMITS: StorageLimits = {
+  plantsPerAccount: 0,
+  subscriptionsPerAccount: 0,
+  queuedPerSubscription: 0,
+  idempotencyKeysPerAccount: 0,
+}
 
 /** The database cannot be reached or written now: try again later (the API answers 503). */
 export class StorageUnavailableError extends Error {
@@ -347,7 +395,7 @@ export class UnsupportedDatabaseUrlError extends Error {
 /** A create refused because the account holds its quota of `resource`. */
 export class QuotaExceededError extends Error {
   constructor(
-    readonly resource: 'plants' | 'subscriptions' | 'tokens',
+    readonly resource: 'plants' | 'subscriptions' | 'tokens' | 'idempotency keys',
     readonly limit: number,
   ) {
     super(`the account holds its quota of ${limit} ${resource}`)
@@ -355,11 +403,12 @@ export class QuotaExceededError extends Error {
   }
 }
 
-/** A backend: its four parts over one database. All methods are async so network databases fit. */
+/** A backend: its five parts over one database. All methods are async so network databases fit. */
 export interface Storage {
   readonly plants: PlantStore
   readonly tokens: TokenStore
   readonly webhooks: WebhookStore
+  readonly idempotency: IdempotencyStore
   readonly health: HealthCheck
   /** Migration versions applied when this storage was opened (empty when the schema was already current). */
   readonly migrationsApplied: readonly number[]

@@ -27,29 +27,38 @@ interface Outcome {
   body?: string
   link?: string | null
   requestId?: string | null
+  replayed?: string | null
   error?: string
 }
 
-/** From the page: creates plants `ids` and lists one of them, as a web app would with fetch. */
+/**
+ * From the page: creates plants `ids`, each with an Idempotency-Key, sends the last create again with its key (a
+ * retry), and lists one plant, as a web app would with fetch.
+ */
 function callFrom(page: Page, api: string, token: string, ids: number[]): Promise<Outcome> {
   return page.evaluate(
     async ({ api, token, ids }) => {
       const authorization = `Bearer ${token}`
       try {
-        let created: Response | undefined
-        for (const id of ids) {
-          created = await fetch(`${api}/plants`, {
-            method: 'POST',
-            headers: { authorization, 'content-type': 'application/json' },
-            body: JSON.stringify({ id, name: `from the page ${id}` }),
-          })
+        // One loop, no named function: tsx would wrap one in a helper the page does not have.
+        const responses: Response[] = []
+        for (const id of [...ids, ids[ids.length - 1]!]) {
+          responses.push(
+            await fetch(`${api}/plants`, {
+              method: 'POST',
+              headers: { authorization, 'content-type': 'application/json', 'idempotency-key': `page-${id}` },
+              body: JSON.stringify({ id, name: `from the page ${id}` }),
+            }),
+          )
         }
+        const [created, retried] = responses.slice(-2) as [Response, Response]
         const listed = await fetch(`${api}/plants?limit=1`, { headers: { authorization } })
         return {
           created: created?.status,
           body: await created?.text(),
           link: listed.headers.get('link'),
           requestId: listed.headers.get('x-request-id'),
+          replayed: retried.headers.get('idempotent-replayed'),
         }
       } catch (err) {
         return { error: String(err) }
@@ -96,6 +105,7 @@ describe('the API called from a page on another origin, in Chromium', { skip }, 
     assert.equal(outcome.body, '{"name":"from the page 2"}')
     assert.match(outcome.link ?? '', /rel="next"/, 'the Link header is exposed to the page')
     assert.match(outcome.requestId ?? '', /.+/, 'X-Request-Id is exposed to the page')
+    assert.equal(outcome.replayed, 'true', 'Idempotency-Key is allowed, and Idempotent-Replayed exposed')
   })
 
   test('keeps a page on another origin out: its fetch fails and its POST is never sent', async () => {

@@ -42,7 +42,7 @@ for (const backend of backends) {
       assert.equal(res.body, '')
       assert.equal(res.headers['access-control-allow-origin'], ALLOWED)
       assert.equal(res.headers['access-control-allow-methods'], 'GET, HEAD, POST, DELETE')
-      assert.equal(res.headers['access-control-allow-headers'], 'authorization, content-type')
+      assert.equal(res.headers['access-control-allow-headers'], 'authorization, content-type, idempotency-key')
       assert.equal(res.headers['access-control-max-age'], String(CORS_MAX_AGE_SECONDS))
       assert.equal(res.headers['access-control-allow-credentials'], undefined, 'tokens travel in a header, not cookies')
       assert.match(String(res.headers.vary), /origin/i)
@@ -91,6 +91,7 @@ for (const backend of backends) {
         'www-authenticate',
         'ratelimit',
         'ratelimit-policy',
+        'idempotent-replayed',
       ]) {
         assert.ok(exposed.includes(header), `${header} in ${exposed.join(', ')}`)
       }

@@ -95,7 +95,7 @@ describe('public routes and cross-cutting behaviour', () => {
 
     test('documents every status each operation can answer, errors with the Error shape', () => {
       const expected: Record<string, string[]> = {
-        'post /plants': ['200', '400', '401', '403', '409', '413', '415', '429', '500', '503'],
+        'post /plants': ['200', '400', '401', '403', '409', '413', '415', '422', '429', '500', '503'],
         'get /plants': ['200', '400', '401', '403', '429', '500', '503'],
         'get /plants/{id}': ['200', '400', '401', '403', '404', '429', '500', '503'],
         'delete /plants/{id}': ['204', '400', '401', '403', '404', '429', '500', '503'],
@@ -115,6 +115,18 @@ describe('public routes and cross-cutting behaviour', () => {
         }
         assert.deepEqual(doc.paths[path]?.[method]?.security, [{ bearerAuth: [] }, { jwtBearer: [] }])
       }
+    })
+
+    test('documents the Idempotency-Key header of POST /plants and the header that marks a replay', () => {
+      const create = doc.paths['/plants']?.post as {
+        parameters: Array<{ in: string; name: string; required: boolean; schema: { pattern: string } }>
+        responses: Record<string, { headers?: Record<string, unknown> }>
+      }
+      const key = create.parameters.find((parameter) => parameter.in === 'header')
+      assert.equal(key?.name, 'idempotency-key')
+      assert.equal(key.required, false)
+      assert.ok(new RegExp(key.schema.pattern).test('"8e03978e-40d5-43e8-bc93-6894a57f9324"'))
+      assert.ok(create.responses['200']?.headers?.['Idempotent-Replayed'])
     })
 
     test('documents the query parameter as limit, the id as int64, and the Plant shape without id', () => {

@@ -17,6 +17,7 @@ for (const backend of backends) {
         plantsPerAccount: 2,
         subscriptionsPerAccount: 1,
         queuedPerSubscription: 2,
+        idempotencyKeysPerAccount: 0,
       })
       const scopes = ['plants:read', 'plants:write', 'webhooks:manage']
       alice = bearer(await t.token('alice', { scopes }))

@@ -63,7 +63,8 @@ async function backToVersion1(url: string): Promise<void> {
   if (file !== undefined) {
     const db = new Database(file)
     db.exec('DROP TABLE storage_probe; DROP TABLE webhook_subscriptions; DROP TABLE webhook_deliveries')
-    db.exec('DROP TABLE plant_counts; DROP TABLE webhook_attempts')
+    db.exec('DROP TABLE plant_counts; DROP TABLE webhook_attempts; DROP TABLE idempotency_keys')
+    db.exec('DROP TABLE idempotency_key_counts')
     db.exec('DROP TRIGGER plants_counted_on_insert; DROP TRIGGER plants_counted_on_delete')
     db.exec('DROP INDEX tokens_by_account; DROP INDEX tokens_by_maker; ALTER TABLE tokens DROP COLUMN created_by')
     db.exec('DELETE FROM schema_migrations WHERE version > 1')
@@ -74,7 +75,7 @@ async function backToVersion1(url: string): Promise<void> {
   // Closed even when a statement fails, so that an open connection cannot keep the test process alive.
   try {
     await sql.unsafe(
-      'DROP TABLE storage_probe, webhook_subscriptions, webhook_deliveries, plant_counts, webhook_attempts',
+      'DROP TABLE storage_probe, webhook_subscriptions, webhook_deliveries, plant_counts, webhook_attempts, idempotency_keys, idempotency_key_counts',
     )
     await sql.unsafe('ALTER TABLE accounts DROP COLUMN subscriptions, DROP COLUMN tokens')
     await sql.unsafe('DROP INDEX tokens_by_account, tokens_by_maker')
@@ -131,7 +132,12 @@ for (const backend of backends) {
         await atVersion3(url)
         const upgraded = await openStorage(url, {
           migrate: true,
-          limits: { plantsPerAccount: 3, subscriptionsPerAccount: 10, queuedPerSubscription: 100 },
+          limits: {
+            plantsPerAccount: 3,
+            subscriptionsPerAccount: 10,
+            queuedPerSubscription: 100,
+            idempotencyKeysPerAccount: 0,
+          },
         })
         try {
           const later = (sqliteFile(url) ? sqliteMigrations : postgresMigrations).filter((m) => m.version > 3)

@@ -13,7 +13,12 @@ import {
 import { backends, freshStorage } from '../helpers/backends.js'
 import { listPlants } from '../helpers/plants.js'
 
-const LIMITS: StorageLimits = { plantsPerAccount: 3, subscriptionsPerAccount: 2, queuedPerSubscription: 3 }
+const LIMITS: StorageLimits = {
+  plantsPerAccount: 3,
+  subscriptionsPerAccount: 2,
+  queuedPerSubscription: 3,
+  idempotencyKeysPerAccount: 0,
+}
 
 const isQuota = (resource: string, limit: number) => (err: unknown) => {
   assert.ok(err instanceof QuotaExceededError, String(err))

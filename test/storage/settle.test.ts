@@ -15,7 +15,12 @@ for (const backend of backends) {
     before(async () => {
       ;({ storage, dispose } = await freshStorage(backend, {
         migrate: true,
-        limits: { plantsPerAccount: 0, subscriptionsPerAccount: 10, queuedPerSubscription: CAP },
+        limits: {
+          plantsPerAccount: 0,
+          subscriptionsPerAccount: 10,
+          queuedPerSubscription: CAP,
+          idempotencyKeysPerAccount: 0,
+        },
       }))
     })
     after(() => dispose())

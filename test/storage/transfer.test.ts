@@ -297,7 +297,12 @@ for (const backend of backends) {
     test('keeps a disabled subscription disabled, with its reason and time', async () => {
       const source = await freshStorage(backend, {
         migrate: true,
-        limits: { plantsPerAccount: 0, subscriptionsPerAccount: 0, queuedPerSubscription: 1 },
+        limits: {
+          plantsPerAccount: 0,
+          subscriptionsPerAccount: 0,
+          queuedPerSubscription: 1,
+          idempotencyKeysPerAccount: 0,
+        },
       })
       disposals.push(source.dispose)
       const id = newSubscriptionId()
@@ -330,7 +335,12 @@ for (const backend of backends) {
     test('rebuilds the counts quotas rely on: plants, tokens and subscriptions per account', async () => {
       const url = await empty()
       await writeAll(url, [...madeUp(40)])
-      const limits = { plantsPerAccount: 21, subscriptionsPerAccount: 1, queuedPerSubscription: 0 }
+      const limits = {
+        plantsPerAccount: 21,
+        subscriptionsPerAccount: 1,
+        queuedPerSubscription: 0,
+        idempotencyKeysPerAccount: 0,
+      }
       const storage = await opened(url, { migrate: false, limits })
       const first = await storage.tokens.accountId('first')
       assert.equal(await storage.plants.create(first, { id: 1n, name: 'one more', tag: null }, plantCreated), 'created')

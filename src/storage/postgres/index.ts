@@ -3,6 +3,7 @@ import { DELIVERY_POOL_SIZE, NO_LIMITS, type OpenOptions, type Storage } from '.
 import { connect, endPool } from './client.js'
 import { PostgresHealth } from './health.js'
 import { hostRotation, onEachHost } from './hosts.js'
+import { PostgresIdempotency } from './idempotency.js'
 import { migrate, pendingMigrations } from './migrations.js'
 import { PostgresPlants } from './plants.js'
 import { PostgresTokens } from './tokens.js'
@@ -32,6 +33,7 @@ export async function open(url: string, options: OpenOptions): Promise<Storage> 
     plants: new PostgresPlants(sql, limits),
     tokens: new PostgresTokens(sql, url),
     webhooks: new PostgresWebhooks(sql, delivery, limits),
+    idempotency: new PostgresIdempotency(sql, limits),
     health: new PostgresHealth(sql),
     migrationsApplied,
     // Requests have finished when storage closes (the app closes first), so a connection that does not say

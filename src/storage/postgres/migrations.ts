@@ -167,6 +167,31 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
         CROSS JOIN generate_series(0, 15) AS s (stripe);
     `,
   },
+  {
+    version: 9,
+    // Idempotency keys: each request's claim and then its answer, per account, until it expires. Their count per
+    // account is spread over stripes as plant_counts is (idempotency.ts); the index finds expired keys to purge.
+    sql: `
+      CREATE TABLE idempotency_keys (
+        account_id bigint NOT NULL,
+        key text NOT NULL,
+        fingerprint bytea NOT NULL,
+        lease text NOT NULL,
+        locked_until timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        status smallint,
+        body text,
+        PRIMARY KEY (account_id, key)
+      );
+      CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+      CREATE TABLE idempotency_key_counts (
+        account_id bigint NOT NULL,
+        stripe smallint NOT NULL,
+        keys bigint NOT NULL,
+        PRIMARY KEY (account_id, stripe)
+      );
+    `,
+  },
 ]
 
 // An arbitrary constant ("plantsto" in ASCII): every plantstore migrator takes the same lock.

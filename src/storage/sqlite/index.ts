@@ -4,6 +4,7 @@ import { BUSY_TIMEOUT_MS, openDatabase } from './database.js'
 import { guard } from './errors.js'
 import { GroupCommit } from './group-commit.js'
 import { SqliteHealth } from './health.js'
+import { SqliteIdempotency } from './idempotency.js'
 import { migrate, pendingMigrations } from './migrations.js'
 import { SqlitePlants } from './plants.js'
 import { SqliteTokens } from './tokens.js'
@@ -34,6 +35,7 @@ export async function open(file: string, options: OpenOptions & { busyTimeoutMs?
     plants: new SqlitePlants(db, writes, webhooks, limits),
     tokens: new SqliteTokens(db),
     webhooks,
+    idempotency: new SqliteIdempotency(db, writes, limits),
     health: new SqliteHealth(db, busyTimeoutMs),
     migrationsApplied,
     async close() {

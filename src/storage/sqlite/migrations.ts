@@ -155,6 +155,33 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       INSERT INTO plant_counts (account_id, stripe, plants) SELECT account_id, 0, count(*) FROM plants GROUP BY account_id;
     `,
   },
+  {
+    version: 9,
+    // Idempotency keys: each request's claim and then its answer, per account, until it expires. Their count per
+    // account, kept by triggers as plant_counts is, holds the quota; the index finds expired keys to purge.
+    sql: `
+      CREATE TABLE idempotency_keys (
+        account_id INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint BLOB NOT NULL,
+        lease TEXT NOT NULL,
+        locked_until INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        status INTEGER,
+        body TEXT,
+        PRIMARY KEY (account_id, key)
+      ) WITHOUT ROWID;
+      CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+      CREATE TABLE idempotency_key_counts (account_id INTEGER PRIMARY KEY, keys INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TRIGGER idempotency_keys_counted_on_insert AFTER INSERT ON idempotency_keys BEGIN
+        INSERT INTO idempotency_key_counts (account_id, keys) VALUES (NEW.account_id, 1)
+          ON CONFLICT (account_id) DO UPDATE SET keys = keys + 1;
+      END;
+      CREATE TRIGGER idempotency_keys_counted_on_delete AFTER DELETE ON idempotency_keys BEGIN
+        UPDATE idempotency_key_counts SET keys = keys - 1 WHERE account_id = OLD.account_id;
+      END;
+    `,
+  },
 ]
 
 /** Versions this release needs that the database lacks. */

@@ -24,7 +24,12 @@ if (POSTGRES_URL !== undefined)
       openStorage(database.url, {
         migrate: true,
         poolSize: 1,
-        limits: { plantsPerAccount, subscriptionsPerAccount: 2, queuedPerSubscription: 3 },
+        limits: {
+          plantsPerAccount,
+          subscriptionsPerAccount: 2,
+          queuedPerSubscription: 3,
+          idempotencyKeysPerAccount: 0,
+        },
       })
     const stripes = async (accountId: number) =>
       other<{ stripe: number; plants: string }[]>`SELECT stripe, plants FROM plant_counts

@@ -56,7 +56,7 @@ export interface paths {
     put?: never
     /**
      * Create a plant
-     * @description Creates a new plant in the store. Re-sending an identical plant is a safe retry (200); the same id with a different name or tag is 409 (40901). An account holding its quota of plants gets 409 (40902) for a new one.
+     * @description Creates a new plant in the store. Re-sending an identical plant is a safe retry (200); the same id with a different name or tag is 409 (40901). An account holding its quota of plants gets 409 (40902) for a new one. With an `Idempotency-Key`, a retry gets the first answer again, whatever happened in between.
      */
     post: operations['createPlant']
     delete?: never
@@ -104,7 +104,7 @@ export interface paths {
     put?: never
     /**
      * Make a token for your own account
-     * @description A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. The new token records the calling token as its maker (`createdBy`) and ends with it: revoking or deleting the calling token, or its expiry, ends the tokens it made, and theirs in turn, within 2 seconds; a calling token revoked or deleted meanwhile gets 401 at once. A token made by a calling token already 32 makers away from a token made otherwise (the CLI, a first start, a JWT) is stored, and counts for the quota until deleted, but never works: authentication refuses a lineage longer than 32 (401). An account holding 100 tokens not revoked gets 409 (40902).
+     * @description A token of the caller's account with at most the caller's own scopes (403 for one it lacks), which works at once. The answer holds the secret, shown only this once. The new token records the calling token as its maker (`createdBy`) and ends with it: revoking or deleting the calling token, or its expiry, ends the tokens it made, and theirs in turn, within 2 seconds; a calling token revoked or deleted meanwhile gets 401 at once. A token made by a calling token already 32 makers away from a token made otherwise (the CLI, a first start, a JWT) is stored, and counts for the quota until deleted, but never works: authentication refuses a lineage longer than 32 (401). An account holding 100 tokens not revoked gets 409 (40902). `Idempotency-Key` is refused (400): the secret is kept only as a hash, so no answer could be replayed; a client whose answer was lost lists its tokens (the label tells) and deletes the one it cannot use.
      */
     post: operations['createToken']
     delete?: never
@@ -148,7 +148,7 @@ export interface paths {
     put?: never
     /**
      * Subscribe to webhook events
-     * @description Events of the caller's account are POSTed to `url`, signed as Standard Webhooks (see the `webhooks` section). The answer holds the signing secret, shown only this once. An account holding its quota of subscriptions (10 by default) gets 409 (40902).
+     * @description Events of the caller's account are POSTed to `url`, signed as Standard Webhooks (see the `webhooks` section). The answer holds the signing secret, shown only this once. An account holding its quota of subscriptions (10 by default) gets 409 (40902). With an `Idempotency-Key`, a retry by the same token gets the first answer again, secret included: that answer is kept as long as the key.
      */
     post: operations['createWebhook']
     delete?: never
@@ -327,9 +327,11 @@ export interface components {
         | 40801
         | 40901
         | 40902
+        | 40903
         | 41301
         | 41501
         | 41502
+        | 42201
         | 42901
         | 42902
         | 42903
@@ -624,7 +626,13 @@ export interface operations {
   createPlant: {
     parameters: {
       query?: never
-      header?: never
+      header?: {
+        /**
+         * @description A key of the client's choosing, new for each request (a UUID, say), so that a retry of this request with the same key is done at most once: the first answer (status and body) is kept for `PLANTSTORE_IDEMPOTENCY_KEY_HOURS` (24 h by default) and replayed, with `Idempotent-Replayed: true`. The same key with a different request is 422 (42201); while the first request runs, 409 (40903) with `Retry-After`. Keys are per account. An answer of 500 or more is not kept: the retry runs again. Sent as a Structured Field string (`"key"`) or bare.
+         * @example "8e03978e-40d5-43e8-bc93-6894a57f9324"
+         */
+        'idempotency-key'?: string
+      }
       path?: never
       cookie?: never
     }
@@ -654,6 +662,8 @@ export interface operations {
       /** @description The plant as stored: exactly the Plant shape (the caller knows the id) */
       200: {
         headers: {
+          /** @description Present when the answer is the kept answer to an earlier request with the same Idempotency-Key */
+          'Idempotent-Replayed'?: 'true'
           [name: string]: unknown
         }
         content: {
@@ -691,9 +701,11 @@ export interface operations {
           'application/json': components['schemas']['Error']
         }
       }
-      /** @description Error. `error` is one of: 40901: A plant with that id exists with a different name or tag; 40902: The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first */
+      /** @description Error. `error` is one of: 40901: A plant with that id exists with a different name or tag; 40902: The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first; 40903: The first request sent with this Idempotency-Key is still running; retry after `Retry-After` */
       409: {
         headers: {
+          /** @description With 40903: seconds to wait before retrying */
+          'Retry-After'?: number
           [name: string]: unknown
         }
         content: {
@@ -714,6 +726,15 @@ export interface operations {
         headers: {
           /** @description With 41502: `identity`, the only content coding accepted */
           'Accept-Encoding'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 42201: The Idempotency-Key was sent before with a different request (operation, token or body); nothing was done */
+      422: {
+        headers: {
           [name: string]: unknown
         }
         content: {
@@ -1127,6 +1148,8 @@ export interface operations {
       /** @description Error. `error` is one of: 40902: The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first */
       409: {
         headers: {
+          /** @description With 40903: seconds to wait before retrying */
+          'Retry-After'?: number
           [name: string]: unknown
         }
         content: {
@@ -1363,7 +1386,13 @@ export interface operations {
   createWebhook: {
     parameters: {
       query?: never
-      header?: never
+      header?: {
+        /**
+         * @description A key of the client's choosing, new for each request (a UUID, say), so that a retry of this request with the same key is done at most once: the first answer (status and body) is kept for `PLANTSTORE_IDEMPOTENCY_KEY_HOURS` (24 h by default) and replayed, with `Idempotent-Replayed: true`. The same key with a different request is 422 (42201); while the first request runs, 409 (40903) with `Retry-After`. Keys are per account. An answer of 500 or more is not kept: the retry runs again. Sent as a Structured Field string (`"key"`) or bare.
+         * @example "8e03978e-40d5-43e8-bc93-6894a57f9324"
+         */
+        'idempotency-key'?: string
+      }
       path?: never
       cookie?: never
     }
@@ -1390,6 +1419,8 @@ export interface operations {
       /** @description Subscribed; keep the secret */
       201: {
         headers: {
+          /** @description Present when the answer is the kept answer to an earlier request with the same Idempotency-Key */
+          'Idempotent-Replayed'?: 'true'
           [name: string]: unknown
         }
         content: {
@@ -1465,9 +1496,11 @@ export interface operations {
           'application/json': components['schemas']['Error']
         }
       }
-      /** @description Error. `error` is one of: 40902: The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first */
+      /** @description Error. `error` is one of: 40902: The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first; 40903: The first request sent with this Idempotency-Key is still running; retry after `Retry-After` */
       409: {
         headers: {
+          /** @description With 40903: seconds to wait before retrying */
+          'Retry-After'?: number
           [name: string]: unknown
         }
         content: {
@@ -1488,6 +1521,15 @@ export interface operations {
         headers: {
           /** @description With 41502: `identity`, the only content coding accepted */
           'Accept-Encoding'?: string
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Error']
+        }
+      }
+      /** @description Error. `error` is one of: 42201: The Idempotency-Key was sent before with a different request (operation, token or body); nothing was done */
+      422: {
+        headers: {
           [name: string]: unknown
         }
         content: {

@@ -1,0 +1,132 @@
+import { createHash, randomUUID } from 'node:crypto'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { callerOf } from '../auth/caller.js'
+import { ApiError } from '../errors.js'
+import { retryAfter } from '../limits/too-many.js'
+import { IDEMPOTENCY_KEY_HEADER, idempotencyKey, REPLAYED_HEADER } from '../schemas/idempotency-key.js'
+import type { IdempotencyStore } from '../storage/index.js'
+
+/** How long answers are kept and claims held, and how often expired keys are purged. */
+export interface IdempotencySettings {
+  /** How long a key's answer is replayed (PLANTSTORE_IDEMPOTENCY_KEY_HOURS). */
+  ttlMs: number
+  /**
+   * How long a running request holds its key: a retry after that (its instance stopped mid-request, say) runs again.
+   * Longer than a create takes even when the database is slow; short enough for a client's retries to get through.
+   */
+  leaseMs?: number
+  /** How often each instance deletes expired keys. */
+  purgeEveryMs?: number
+}
+
+export const IDEMPOTENCY_DEFAULTS = { ttlMs: 24 * 3_600_000, leaseMs: 60_000, purgeEveryMs: 60_000 }
+// Keys deleted per statement, and statements per purge: bounded work per turn, whatever expired at once.
+const PURGE_BATCH = 1000
+const PURGE_BATCHES = 10
+
+/** A route's hooks for requests with an Idempotency-Key: claim (preHandler), then keep or free (onSend). */
+export interface IdempotencyHooks {
+  preHandler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>
+  onSend: (request: FastifyRequest, reply: FastifyReply, payload: unknown) => Promise<unknown>
+}
+
+interface Held {
+  accountId: number
+  key: string
+  lease: string
+}
+
+/** JSON with sorted keys and exact integers: equal requests, however their bodies were written, read the same. */
+function canonical(value: unknown): string {
+  if (typeof value === 'bigint') return value.toString()
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`
+  if (typeof value === 'object' && value !== null) {
+    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonical(item)}`).join(',')}}`
+  }
+  return JSON.stringify(value) ?? 'null'
+}
+
+/** What a request asks, as a digest: its operation, its caller (token, or JWT subject), its path and body. */
+function fingerprint(request: FastifyRequest): Buffer {
+  const what = [request.method, request.routeOptions.url, callerOf(request).tokenId, request.params, request.body]
+  return createHash('sha256').update(canonical(what)).digest()
+}
+
+/**
+ * The hooks of an operation that honours Idempotency-Key. The key is claimed after validation (a malformed key or
+ * body is 400 and claims nothing), so only a request that reaches its handler holds one; its answer is kept before
+ * it is sent, unless its status is 500 or more (the key is freed, and a retry runs again).
+ */
+export function idempotencyHooks(store: IdempotencyStore, settings: IdempotencySettings): IdempotencyHooks {
+  const ttlMs = settings.ttlMs
+  const leaseMs = settings.leaseMs ?? IDEMPOTENCY_DEFAULTS.leaseMs
+  const held = new WeakMap<FastifyRequest, Held>()
+  return {
+    async preHandler(request, reply) {
+      const header = request.headers[IDEMPOTENCY_KEY_HEADER]
+      if (typeof header !== 'string') return
+      const claim = { accountId: callerOf(request).accountId, key: idempotencyKey(header), lease: randomUUID() }
+      const outcome = await store.claim({ ...claim, fingerprint: fingerprint(request), ttlMs, leaseMs })
+      if (outcome.state === 'claimed') return void held.set(request, claim)
+      if (outcome.state === 'mismatch') {
+        throw new ApiError(
+          'idempotencyKeyReused',
+          'Idempotency-Key: already used for a different request; use a new key for a new request',
+        )
+      }
+      if (outcome.state === 'running') {
+        throw new ApiError(
+          'idempotencyKeyInUse',
+          'Idempotency-Key: its first request is still running; retry in 1 second',
+          retryAfter(1000),
+        )
+      }
+      return reply
+        .code(outcome.status)
+        .header(REPLAYED_HEADER, 'true')
+        .type('application/json; charset=utf-8')
+        .send(outcome.body)
+    },
+    async onSend(request, reply, payload) {
+      const claim = held.get(request)
+      if (claim === undefined) return payload
+      held.delete(request)
+      const { accountId, key, lease } = claim
+      if (reply.statusCode >= 500 || typeof payload !== 'string') await store.release(accountId, key, lease)
+      else await store.complete(accountId, key, lease, reply.statusCode, payload)
+      return payload
+    },
+  }
+}
+
+/** A preHandler for a create that cannot honour Idempotency-Key: 400, rather than a retry that is not safe. */
+export function refuseIdempotencyKey(why: string) {
+  return async (request: FastifyRequest): Promise<void> => {
+    if (request.headers[IDEMPOTENCY_KEY_HEADER] === undefined) return
+    throw new ApiError('validation', `headers.idempotency-key: not accepted here; ${why}`)
+  }
+}
+
+/**
+ * Deletes expired keys every `purgeEveryMs` while the app runs (each instance: the purge skips rows another holds),
+ * at most PURGE_BATCHES × PURGE_BATCH a time. Waits for a purge under way when the app closes.
+ */
+export function registerIdempotencyPurge(app: FastifyInstance, store: IdempotencyStore, everyMs: number): void {
+  let running: Promise<void> | undefined
+  const purge = async () => {
+    for (let batch = 0; batch < PURGE_BATCHES; batch++) {
+      if ((await store.purgeExpired(PURGE_BATCH)) < PURGE_BATCH) return
+    }
+  }
+  // A purge still under way when the next is due is left to finish: they never overlap.
+  const timer = setInterval(() => {
+    running ??= purge()
+      .catch((err: unknown) => app.log.warn({ err }, 'purging expired idempotency keys failed'))
+      .finally(() => (running = undefined))
+  }, everyMs).unref()
+  app.addHook('onClose', async () => {
+    clearInterval(timer)
+    await running
+  })
+}
