@@ -221,7 +221,7 @@ export const ConfigSchema = Type.Object({
   }),
   PLANTSTORE_CORS_ORIGINS: optionalText(`^${ORIGIN}( *, *${ORIGIN})*$`, {
     expected: 'comma-separated origins like https://app.example.com,http://localhost:5173 (lowercase, no path)',
-    description: `Browser origins allowed to call the API (CORS), exactly as browsers send them: scheme, host, and the port unless it is the scheme's default. A preflight from one of them is answered 204 without a token and counts against no limit (browsers keep its answer for ${CORS_MAX_AGE_SECONDS} s); answers to one of them carry \`Access-Control-Allow-Origin\` and expose \`Link\`, \`Retry-After\`, the rate-limit headers, \`WWW-Authenticate\` and \`X-Request-Id\`. Without it, no CORS headers at all.`,
+    description: `Browser origins allowed to call the API (CORS), exactly as browsers send them: scheme, host, and the port unless it is the scheme's default. A preflight from one of them is answered 204 without a token and counts against no limit (browsers keep its answer for ${CORS_MAX_AGE_SECONDS} s), allowing \`Authorization\`, \`Content-Type\` and \`Idempotency-Key\`; answers to one of them carry \`Access-Control-Allow-Origin\` and expose \`Link\`, \`Retry-After\`, the rate-limit headers, \`WWW-Authenticate\`, \`Idempotent-Replayed\` and \`X-Request-Id\`. Without it, no CORS headers at all.`,
   }),
   REDIS_URL: optionalText('^rediss?://.+', {
     expected: 'a URL like redis://host:6379 or rediss://user:password@host:6380',

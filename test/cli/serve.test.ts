@@ -60,7 +60,7 @@ for (const backend of backends) {
       await database.dispose()
     })
 
-    test('prints a bootstrap token that creates, lists, reads and deletes plants as the README walk-through shows', async () => {
+    test('prints a bootstrap token that creates (again with a key), lists, reads and deletes plants as the README walk-through shows', async () => {
       const { baseUrl } = server
       const monstera = await http(baseUrl, 'POST', '/plants', {
         token,
@@ -79,6 +79,14 @@ for (const backend of backends) {
       const one = await http(baseUrl, 'GET', '/plants/2', { token })
       assert.equal(one.status, 200, one.text)
       assert.equal(one.text, '{"name":"Fern"}')
+
+      const keyed = { token, body: { id: 3, name: 'Cactus' }, headers: { 'idempotency-key': '5b8f0f5e-cactus' } }
+      const cactus = await http(baseUrl, 'POST', '/plants', keyed)
+      assert.equal(cactus.text, '{"name":"Cactus"}')
+      assert.equal(cactus.headers.get('idempotent-replayed'), null)
+      const again = await http(baseUrl, 'POST', '/plants', keyed)
+      assert.equal(again.text, '{"name":"Cactus"}')
+      assert.equal(again.headers.get('idempotent-replayed'), 'true')
 
       const deleted = await http(baseUrl, 'DELETE', '/plants/2', { token })
       assert.equal(deleted.status, 204)

@@ -4,6 +4,12 @@ import type { paths } from './generated/openapi.js'
 import { parseJson, stringifyJson } from './json.js'
 import { readOnly, retryingFetch, type RetryOptions } from './retry.js'
 
+/** The request header that makes a create safe to send again. */
+export const IDEMPOTENCY_KEY = 'idempotency-key'
+
+/** A new Idempotency-Key, for one create and its retries. */
+export const newIdempotencyKey = (): string => globalThis.crypto.randomUUID()
+
 /** The typed openapi-fetch client every part of this one calls the API through. */
 export type Api = Client<paths>
 
@@ -18,12 +24,13 @@ export interface ClientOptions extends RetryOptions {
 }
 
 /**
- * Requests whose repetition changes nothing, so that one whose answer was lost may be sent again: reads, an identical
+ * Requests whose repetition changes nothing, so that one whose answer was lost may be sent again: reads, a create
+ * sent with an Idempotency-Key (a repeat gets the first answer; every create of this client has one), an identical
  * re-POST of a plant (it answers 200) and enabling a subscription. Not a DELETE (the second answers 404 if the first
- * went through) nor POST /webhooks (each makes another subscription).
+ * went through).
  */
 function repeatable(request: Request): boolean {
-  if (readOnly(request)) return true
+  if (readOnly(request) || request.headers.has(IDEMPOTENCY_KEY)) return true
   const path = new URL(request.url).pathname
   return request.method === 'POST' && (path.endsWith('/plants') || /\/webhooks\/[^/]+\/enable$/.test(path))
 }

@@ -1,4 +1,4 @@
-import { bodyOf, emptyOf, type Api } from './api.js'
+import { bodyOf, emptyOf, newIdempotencyKey, type Api } from './api.js'
 import type { paths } from './generated/openapi.js'
 import { toId, type IdInput } from './int64.js'
 import { nextCursor } from './link.js'
@@ -21,6 +21,16 @@ export interface NewPlant {
   tag?: string
 }
 
+/** How to send a create. */
+export interface CreateOptions {
+  /**
+   * The Idempotency-Key to send (a new UUID when not given; retries of this call send the same). Give one of your own
+   * to make a create safe to repeat across calls, say after a restart of your program: within the service's 24 hours
+   * the same key and plant get the first answer again, and another plant with it a 422.
+   */
+  idempotencyKey?: string
+}
+
 /** Which plants to list. */
 export interface ListOptions {
   /** Plants per page, 1 to 1000 (the service's default: 100). */
@@ -41,8 +51,11 @@ export interface PlantPage {
 }
 
 export interface PlantsApi {
-  /** Creates a plant; an identical one already there is a success (a safe retry), a different one a 409. */
-  create(plant: NewPlant): Promise<Plant>
+  /**
+   * Creates a plant; an identical one already there is a success, a different one a 409. Sent with an
+   * Idempotency-Key, so a retry after a lost answer gets the first answer again.
+   */
+  create(plant: NewPlant, options?: CreateOptions): Promise<Plant>
   /** Every plant of the account, in ascending id order, fetched a page at a time. */
   list(options?: ListOptions): AsyncIterable<Plant>
   /** One page. */
@@ -72,10 +85,11 @@ export function plantsApi(api: Api, baseUrl: string): PlantsApi {
   }
 
   return {
-    async create(plant) {
+    async create(plant, options = {}) {
       const id = toId(plant.id)
       const body = withTag({ id, name: plant.name }, plant.tag)
-      const stored = bodyOf<Stored>(await api.POST('/plants', { body, parseAs: 'text' }))
+      const header = { 'idempotency-key': options.idempotencyKey ?? newIdempotencyKey() }
+      const stored = bodyOf<Stored>(await api.POST('/plants', { body, params: { header }, parseAs: 'text' }))
       return withTag({ id, name: stored.name }, stored.tag)
     },
     async *list(options = {}) {

@@ -14,8 +14,11 @@ const TIME_LIMIT_DEFAULT_MS = 30_000
 const BACKOFF_MS = 250
 
 // 429: a rate or connection limit; 503: storage unavailable, shutting down or at capacity. Both say when to come back,
-// and neither did anything, so any request may be sent again.
+// and neither did anything, so any request may be sent again. A 409 with Retry-After (40903): the first request with
+// this Idempotency-Key is still running; the retry gets its answer once it is kept.
 const RETRIED_STATUSES = new Set([429, 503])
+const retried = (response: Response) =>
+  RETRIED_STATUSES.has(response.status) || (response.status === 409 && response.headers.has('retry-after'))
 /** Reads: the requests repeated after a network error unless a caller says more. */
 export const readOnly: Repeatable = (request) => request.method === 'GET' || request.method === 'HEAD'
 // An HTTP date as RFC 9110 says to send one (IMF-fixdate); Date.parse alone takes almost any text.
@@ -66,7 +69,7 @@ function sleep(ms: number, signal: AbortSignal | null): Promise<void> {
 
 /**
  * A fetch that tries a request again after a 429 or 503 (waiting as `Retry-After` says, or backing off when it is
- * absent) and after a network error when `repeatable` says the request is safe to repeat, within the attempts and
+ * absent) or a 409 with `Retry-After` (an Idempotency-Key whose first request is still running) and after a network error when `repeatable` says the request is safe to repeat, within the attempts and
  * the time limit. It paces itself too: after an answer whose `RateLimit` field says a budget is spent, the next
  * request waits the `t` seconds it names (if that fits in the time limit), so a steady client is not refused.
  */
@@ -98,7 +101,7 @@ export function retryingFetch(
         continue
       }
       notBefore = Math.max(notBefore, Date.now() + rateLimitPauseMs(response.headers.get('ratelimit')))
-      if (!RETRIED_STATUSES.has(response.status)) return response
+      if (!retried(response)) return response
       const wait = retryAfterMs(response.headers.get('retry-after')) ?? backoff
       if (!canWait(wait)) return response
       await response.body?.cancel()

@@ -1,4 +1,5 @@
-import { bodyOf, emptyOf, type Api } from './api.js'
+import { bodyOf, emptyOf, newIdempotencyKey, type Api } from './api.js'
+import type { CreateOptions } from './plants.js'
 import type { components, paths } from './generated/openapi.js'
 
 /** A subscription as listed (never its secret). */
@@ -9,7 +10,8 @@ export type NewSubscription = paths['/webhooks']['post']['requestBody']['content
 export type CreatedSubscription = paths['/webhooks']['post']['responses'][201]['content']['application/json']
 
 export interface WebhooksApi {
-  create(subscription: NewSubscription): Promise<CreatedSubscription>
+  /** Subscribes, with an Idempotency-Key: a retry after a lost answer gets the same subscription and secret. */
+  create(subscription: NewSubscription, options?: CreateOptions): Promise<CreatedSubscription>
   list(): Promise<Subscription[]>
   delete(id: string): Promise<void>
   /** Turns a disabled subscription back on. */
@@ -18,8 +20,9 @@ export interface WebhooksApi {
 
 export function webhooksApi(api: Api): WebhooksApi {
   return {
-    async create(subscription) {
-      return bodyOf(await api.POST('/webhooks', { body: subscription, parseAs: 'text' }))
+    async create(subscription, options = {}) {
+      const header = { 'idempotency-key': options.idempotencyKey ?? newIdempotencyKey() }
+      return bodyOf(await api.POST('/webhooks', { body: subscription, params: { header }, parseAs: 'text' }))
     },
     async list() {
       return bodyOf(await api.GET('/webhooks', { parseAs: 'text' }))

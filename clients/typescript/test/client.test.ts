@@ -40,14 +40,18 @@ async function listAll(client: PlantStoreClient, options?: { limit?: number; tag
 
 /**
  * A fetch whose first `lost` requests reach the server but whose answers do not come back, as when the connection
- * drops after the request went out; it counts every request.
+ * drops after the request went out; it counts every request, and keeps the Idempotency-Key each sent and whether
+ * each answer that came back was a replay.
  */
 function losingAnswers(lost: number) {
   const counted = {
     calls: 0,
+    keys: [] as Array<string | null>,
+    replayed: [] as Array<string | null>,
     fetch: async (request: Request) => {
+      counted.keys.push(request.headers.get('idempotency-key'))
       const response = await fetch(request)
-      if (++counted.calls > lost) return response
+      if (++counted.calls > lost) return (counted.replayed.push(response.headers.get('idempotent-replayed')), response)
       await response.arrayBuffer()
       throw new TypeError('fetch failed (the connection dropped after the request went out)')
     },
@@ -205,20 +209,45 @@ for (const backend of backends) {
       await assert.rejects(client.plants.get(-(2n ** 63n) - 1n), RangeError)
     })
 
-    test('retries a POST whose answer was lost on the way back: the re-POST answers 200', async () => {
+    test('retries a create whose answer was lost on the way back, with the same Idempotency-Key: the first answer comes back', async () => {
       const losing = losingAnswers(1)
       const store = createClient({ baseUrl: server.baseUrl, token, fetch: losing.fetch })
       assert.deepEqual(await store.plants.create({ id: 77n, name: 'Aloe' }), { id: 77n, name: 'Aloe' })
       assert.equal(losing.calls, 2)
+      assert.match(losing.keys[0] ?? '', /^[0-9a-f-]{36}$/)
+      assert.equal(losing.keys[1], losing.keys[0])
+      assert.deepEqual(losing.replayed, ['true'])
+      // Each call its own key.
+      await store.plants.create({ id: 78n, name: 'Agave' })
+      assert.notEqual(losing.keys[2], losing.keys[0])
     })
 
-    test('does not repeat a POST /webhooks whose answer was lost: a second one would subscribe twice', async () => {
-      const losing = losingAnswers(Infinity)
+    test('takes an Idempotency-Key of the caller: the same key with another plant is a 422', async () => {
+      await client.plants.create({ id: 79n, name: 'Yucca' }, { idempotencyKey: 'my-import-79' })
+      await client.plants.delete(79n)
+      assert.deepEqual(await client.plants.create({ id: 79n, name: 'Yucca' }, { idempotencyKey: 'my-import-79' }), {
+        id: 79n,
+        name: 'Yucca',
+      })
+      await assert.rejects(client.plants.get(79n), { status: 404 }, 'the replay did not create it again')
+      await assert.rejects(client.plants.create({ id: 80n, name: 'Other' }, { idempotencyKey: 'my-import-79' }), {
+        status: 422,
+        code: ErrorCode.idempotencyKeyReused,
+      })
+    })
+
+    test('repeats a POST /webhooks whose answer was lost: the retry gets the same subscription and secret, one made', async () => {
+      const losing = losingAnswers(1)
       const store = createClient({ baseUrl: server.baseUrl, token, fetch: losing.fetch })
-      await assert.rejects(store.webhooks.create({ url: 'http://127.0.0.1:9/lost' }), TypeError)
-      assert.equal(losing.calls, 1)
-      const [made] = await client.webhooks.list()
-      assert.equal(made?.url, 'http://127.0.0.1:9/lost')
+      const made = await store.webhooks.create({ url: 'http://127.0.0.1:9/lost' })
+      assert.equal(losing.calls, 2)
+      assert.deepEqual(losing.replayed, ['true'])
+      assert.match(made.secret, /^whsec_/)
+      const listed = await client.webhooks.list()
+      assert.deepEqual(
+        listed.map((subscription) => subscription.id),
+        [made.id],
+      )
       await client.webhooks.delete(made.id)
     })
 

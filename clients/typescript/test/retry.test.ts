@@ -69,6 +69,18 @@ describe('retryingFetch', () => {
     assert.ok(sent[2]! - sent[1]! < 500, 'no pause while budget is left')
   })
 
+  test('waits out a 409 that has Retry-After (a key whose first request runs), not a 409 without', async () => {
+    const answers = [answer(409, { 'retry-after': '0' }), answer(200)]
+    let calls = 0
+    const running = retryingFetch(async () => (calls++, answers.shift()!))
+    assert.equal((await running(request('POST'))).status, 200)
+    assert.equal(calls, 2)
+    calls = 0
+    const conflict = retryingFetch(async () => (calls++, answer(409)))
+    assert.equal((await conflict(request('POST'))).status, 409)
+    assert.equal(calls, 1)
+  })
+
   test('makes at most `retries` further attempts', async () => {
     let calls = 0
     const fetch = retryingFetch(async () => (calls++, answer(429, { 'retry-after': '0' })), { retries: 2 })

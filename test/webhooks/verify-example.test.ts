@@ -10,17 +10,17 @@ import { REPO_ROOT } from '../helpers/server-process.js'
 
 type Verify = (secret: string, headers: Record<string, string | undefined>, body: string) => boolean
 
-describe("the README's receiver example", () => {
-  const dir = mkdtempSync(join(tmpdir(), 'plantstore-readme-'))
+describe("docs/webhooks.md's receiver example", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'plantstore-verify-'))
   after(() => rmSync(dir, { recursive: true, force: true }))
 
-  /** The README's TypeScript block that defines verifyPlantstoreWebhook, loaded as a module. */
+  /** The TypeScript block of docs/webhooks.md that defines verifyPlantstoreWebhook, loaded as a module. */
   async function example(): Promise<Verify> {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8')
-    const code = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)]
+    const page = readFileSync(join(REPO_ROOT, 'docs', 'webhooks.md'), 'utf8')
+    const code = [...page.matchAll(/```ts\n([\s\S]*?)```/g)]
       .map((match) => match[1]!)
       .find((block) => block.includes('function verifyPlantstoreWebhook'))
-    assert.ok(code, 'the README shows verifyPlantstoreWebhook')
+    assert.ok(code, 'docs/webhooks.md shows verifyPlantstoreWebhook')
     const file = join(dir, 'verify.ts')
     writeFileSync(file, code)
     return ((await import(pathToFileURL(file).href)) as { verifyPlantstoreWebhook: Verify }).verifyPlantstoreWebhook
