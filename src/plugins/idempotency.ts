@@ -1,7 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto'
+import { setImmediate as setImmediatePromise } from 'node:timers/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { callerOf } from '../auth/caller.js'
-import { ApiError } from '../errors.js'
+import { ApiError, ErrorCatalogue } from '../errors.js'
 import { retryAfter } from '../limits/too-many.js'
 import { IDEMPOTENCY_KEY_HEADER, idempotencyKey, REPLAYED_HEADER } from '../schemas/idempotency-key.js'
 import type { IdempotencyStore } from '../storage/index.js'
@@ -20,9 +21,8 @@ export interface IdempotencySettings {
 }
 
 export const IDEMPOTENCY_DEFAULTS = { ttlMs: 24 * 3_600_000, leaseMs: 60_000, purgeEveryMs: 60_000 }
-// Keys deleted per statement, and statements per purge: bounded work per turn, whatever expired at once.
+// Keys deleted per statement: bounded work per statement (and per turn of SQLite's event loop), whatever expired.
 const PURGE_BATCH = 1000
-const PURGE_BATCHES = 10
 
 /** A route's hooks for requests with an Idempotency-Key: claim (preHandler), then keep or free (onSend). */
 export interface IdempotencyHooks {
@@ -53,10 +53,22 @@ function fingerprint(request: FastifyRequest): Buffer {
   return createHash('sha256').update(canonical(what)).digest()
 }
 
+// Error codes whose request may succeed later as it is: a quota held now (40902). Their answer is not kept, so that
+// the same key runs again once there is room.
+const PASSING: ReadonlySet<number> = new Set([ErrorCatalogue.quotaExceeded.error])
+
+/** Whether an answer is kept for replay: any but 5xx and a passing refusal. */
+function kept(status: number, payload: unknown): payload is string {
+  if (typeof payload !== 'string' || status >= 500) return false
+  if (status < 400) return true
+  const { error } = JSON.parse(payload) as { error?: number }
+  return error === undefined || !PASSING.has(error)
+}
+
 /**
  * The hooks of an operation that honours Idempotency-Key. The key is claimed after validation (a malformed key or
  * body is 400 and claims nothing), so only a request that reaches its handler holds one; its answer is kept before
- * it is sent, unless its status is 500 or more (the key is freed, and a retry runs again).
+ * it is sent, unless its status is 500 or more or its refusal may pass (the key is freed, and a retry runs again).
  */
 export function idempotencyHooks(store: IdempotencyStore, settings: IdempotencySettings): IdempotencyHooks {
   const ttlMs = settings.ttlMs
@@ -93,8 +105,15 @@ export function idempotencyHooks(store: IdempotencyStore, settings: IdempotencyS
       if (claim === undefined) return payload
       held.delete(request)
       const { accountId, key, lease } = claim
-      if (reply.statusCode >= 500 || typeof payload !== 'string') await store.release(accountId, key, lease)
-      else await store.complete(accountId, key, lease, reply.statusCode, payload)
+      const status = reply.statusCode
+      // The answer goes out whatever this meets: a create that happened must not read as a failure. A key not kept
+      // stays claimed until its lease lapses; the same request may then run again.
+      try {
+        if (kept(status, payload)) await store.complete(accountId, key, lease, status, payload)
+        else await store.release(accountId, key, lease)
+      } catch (err) {
+        request.log.warn({ err }, 'the answer of a request with an Idempotency-Key could not be kept')
+      }
       return payload
     },
   }
@@ -110,14 +129,14 @@ export function refuseIdempotencyKey(why: string) {
 
 /**
  * Deletes expired keys every `purgeEveryMs` while the app runs (each instance: the purge skips rows another holds),
- * at most PURGE_BATCHES × PURGE_BATCH a time. Waits for a purge under way when the app closes.
+ * PURGE_BATCH per statement until none is left. Stops a purge under way, after its statement, when the app closes.
  */
 export function registerIdempotencyPurge(app: FastifyInstance, store: IdempotencyStore, everyMs: number): void {
   let running: Promise<void> | undefined
+  let closing = false
+  // Until a batch comes back short: a purge keeps up with any rate of new keys, a batch at a time, requests between.
   const purge = async () => {
-    for (let batch = 0; batch < PURGE_BATCHES; batch++) {
-      if ((await store.purgeExpired(PURGE_BATCH)) < PURGE_BATCH) return
-    }
+    while ((await store.purgeExpired(PURGE_BATCH)) === PURGE_BATCH && !closing) await setImmediatePromise()
   }
   // A purge still under way when the next is due is left to finish: they never overlap.
   const timer = setInterval(() => {
@@ -126,6 +145,7 @@ export function registerIdempotencyPurge(app: FastifyInstance, store: Idempotenc
       .finally(() => (running = undefined))
   }, everyMs).unref()
   app.addHook('onClose', async () => {
+    closing = true
     clearInterval(timer)
     await running
   })

@@ -7,6 +7,10 @@ import { issueToken } from '../../src/auth/issue-token.js'
 import {
   InstrumentedStorage,
   NO_LIMITS,
+  openStorage,
+  type ClaimOutcome,
+  type IdempotencyStore,
+  type KeyClaim,
   StorageUnavailableError,
   type CreateOutcome,
   type EventOf,
@@ -56,25 +60,54 @@ class HeldPlants implements PlantStore {
   }
 }
 
+/** Keys whose next answer cannot be kept: the database fails that one write. */
+class KeysFailingOnce implements IdempotencyStore {
+  failNext = false
+
+  constructor(readonly inner: IdempotencyStore) {}
+
+  claim(claim: KeyClaim): Promise<ClaimOutcome> {
+    return this.inner.claim(claim)
+  }
+
+  async complete(accountId: number, key: string, lease: string, status: number, body: string): Promise<void> {
+    if (this.failNext) {
+      this.failNext = false
+      throw new StorageUnavailableError(new Error('the test made it fail'))
+    }
+    return this.inner.complete(accountId, key, lease, status, body)
+  }
+
+  release(accountId: number, key: string, lease: string): Promise<void> {
+    return this.inner.release(accountId, key, lease)
+  }
+
+  purgeExpired(limit: number): Promise<number> {
+    return this.inner.purgeExpired(limit)
+  }
+}
+
 interface Instance {
   app: FastifyInstance
   plants: HeldPlants
+  keys: KeysFailingOnce
 }
 
 /** An app over `storage`, its plant creates holdable. */
 async function instanceOn(storage: InstrumentedStorage, options: Omit<AppOptions, 'storage'> = {}): Promise<Instance> {
   const plants = new HeldPlants(storage.plants)
+  const keys = new KeysFailingOnce(storage.idempotency)
   const held = new InstrumentedStorage({
     plants,
     tokens: storage.tokens,
     webhooks: storage.webhooks,
-    idempotency: storage.idempotency,
+    idempotency: keys,
     health: storage.health,
     migrationsApplied: [],
     close: async () => {},
   })
   const app = checkEveryResponse(await buildApp({ storage: held, webhooks: { allowPrivate: true }, ...options }))
-  return { app, plants }
+  return { app, plants, keys }
 }
 
 type Headers = Record<string, string | string[]>
@@ -104,6 +137,7 @@ function suite(backend: TestBackend) {
     })
     after(async () => {
       await one.app.close()
+      await storage.close()
       await dispose()
     })
 
@@ -293,16 +327,27 @@ function suite(backend: TestBackend) {
       assert.equal(now.json<unknown[]>().length, before.json<unknown[]>().length)
     })
 
-    test('a kept answer is replayed by the next instance on the same database, after a restart', async () => {
+    test('a kept answer is replayed after a restart, by an instance on the store opened again', async () => {
       const key = newKey()
       assert.equal((await create('{"id": 14, "name": "Cedar"}', key)).statusCode, 200)
       await one.app.close()
-      await remove(14).catch(() => {})
+      await storage.close()
+      storage = await openStorage(url, { migrate: false })
       one = await instanceOn(storage)
       assert.equal((await remove(14)).statusCode, 204)
       const retry = await create('{"id": 14, "name": "Cedar"}', key)
       assert.equal(retry.headers['idempotent-replayed'], 'true')
       assert.equal((await read(14)).statusCode, 404)
+    })
+
+    test('an answer that cannot be kept still goes out as it is; the key waits out its lease', async () => {
+      const key = newKey()
+      one.keys.failNext = true
+      const created = await create('{"id": 17, "name": "Maple"}', key)
+      assert.equal(created.statusCode, 200)
+      assert.equal(created.body, '{"name":"Maple"}')
+      assert.equal((await read(17)).statusCode, 200)
+      assert.equal((await create('{"id": 17, "name": "Maple"}', key)).statusCode, 409, 'still claimed')
     })
 
     if (backend.name === 'postgres') {
@@ -331,6 +376,39 @@ function suite(backend: TestBackend) {
         }
       })
     }
+  })
+
+  describe(`Idempotency-Key and a refusal that may pass (${backend.name})`, () => {
+    let t: Awaited<ReturnType<typeof freshStorage>>
+    let one: Instance
+    let alice: Headers
+    before(async () => {
+      t = await freshStorage(backend, { migrate: true, limits: { ...NO_LIMITS, plantsPerAccount: 1 } })
+      one = await instanceOn(t.storage)
+      alice = bearer((await issueToken(t.storage, { accountName: 'alice' })).secret)
+    })
+    after(async () => {
+      await one.app.close()
+      await t.dispose()
+    })
+    const create = (payload: string, key?: string) =>
+      one.app.inject({
+        method: 'POST',
+        url: '/plants',
+        headers: { ...alice, ...json, ...(key !== undefined && { 'idempotency-key': key }) },
+        payload,
+      })
+
+    test('does not keep a 409 for the plants quota: the same key runs again once there is room', async () => {
+      assert.equal((await create('{"id": 1, "name": "One"}')).statusCode, 200)
+      const full = await create('{"id": 2, "name": "Two"}', 'room')
+      assert.equal(full.statusCode, 409)
+      assert.equal(full.json<{ error: number }>().error, 40902)
+      assert.equal((await one.app.inject({ method: 'DELETE', url: '/plants/1', headers: alice })).statusCode, 204)
+      const retry = await create('{"id": 2, "name": "Two"}', 'room')
+      assert.equal(retry.statusCode, 200)
+      assert.equal(retry.headers['idempotent-replayed'], undefined)
+    })
   })
 
   describe(`Idempotency-Key quota and expiry (${backend.name})`, () => {

@@ -1,5 +1,6 @@
 import {
   QuotaExceededError,
+  StorageUnavailableError,
   type ClaimOutcome,
   type IdempotencyStore,
   type KeyClaim,
@@ -34,7 +35,9 @@ const CLAIM = `WITH held AS (${HELD}),
     RETURNING xmax = 0 AS added),
   counted AS (INSERT INTO idempotency_key_counts (account_id, stripe, keys) SELECT $1, ${OWN_STRIPE}, 1 FROM claimed
     WHERE added ON CONFLICT (account_id, stripe) DO UPDATE SET keys = idempotency_key_counts.keys + 1)
-  SELECT EXISTS (SELECT 1 FROM claimed) AS claimed, held.* FROM (SELECT 1) one LEFT JOIN held ON true`
+  SELECT EXISTS (SELECT 1 FROM claimed) AS claimed, $7::bigint = 0
+      OR (SELECT coalesce(sum(keys), 0) FROM idempotency_key_counts WHERE account_id = $1) < $7::bigint AS room,
+    held.* FROM (SELECT 1) one LEFT JOIN held ON true`
 
 /** Keys gone ($1 account, $2 key, $3 lease: a release; or every expired one up to $4), and their counts lowered. */
 const uncount = (gone: string) => `WITH gone AS (${gone} RETURNING account_id),
@@ -61,6 +64,11 @@ interface HeldRow {
   body: string | null
 }
 
+type ClaimRow = HeldRow & { claimed: boolean; room: boolean }
+
+// Claims of a key that another request takes and frees between their statements, before this one gives up (503).
+const MAX_ATTEMPTS = 5
+
 const PREPARED = { prepare: true }
 
 /** What a key held by another claim says to a request: the same one (done or running), or another. */
@@ -84,15 +92,17 @@ export class PostgresIdempotency implements IdempotencyStore {
     const sql = this.#sql
     const values = [claim.accountId, claim.key, claim.fingerprint, claim.lease, claim.leaseMs, claim.ttlMs, this.#quota]
     return guard(async () => {
-      const [row] = await retryingDeadlocks(() =>
-        sql.unsafe<(HeldRow & { claimed: boolean })[]>(CLAIM, values, PREPARED),
-      )
-      if (row!.claimed) return { state: 'claimed' }
-      if (row!.fingerprint !== null) return heldOutcome(row!, claim.fingerprint)
-      // Claimed by a request that committed after this statement's snapshot was taken, or refused by the quota.
-      const [held] = await sql.unsafe<HeldRow[]>(HELD, [claim.accountId, claim.key], PREPARED)
-      if (held === undefined) throw new QuotaExceededError('idempotency keys', this.#quota)
-      return heldOutcome(held, claim.fingerprint)
+      for (let attempt = 1; ; attempt++) {
+        const [row] = await retryingDeadlocks(() => sql.unsafe<ClaimRow[]>(CLAIM, values, PREPARED))
+        if (row!.claimed) return { state: 'claimed' }
+        if (row!.fingerprint !== null) return heldOutcome(row!, claim.fingerprint)
+        if (!row!.room) throw new QuotaExceededError('idempotency keys', this.#quota)
+        // Claimed by a request that committed after this statement's snapshot was taken: read it as it is now. Gone
+        // again (released, purged) by then: claim once more.
+        const [held] = await sql.unsafe<HeldRow[]>(HELD, [claim.accountId, claim.key], PREPARED)
+        if (held !== undefined) return heldOutcome(held, claim.fingerprint)
+        if (attempt === MAX_ATTEMPTS) throw new StorageUnavailableError(new Error('the key kept changing hands'))
+      }
     })
   }
 
