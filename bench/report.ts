@@ -92,7 +92,7 @@ function scenarioSection(c: ReportContext, scenario: Scenario): string[] {
     [`≥ ${least}`, (r) => r >= least],
     pairs.map((p) => [p.name, runs(p.with), runs(p.without)]),
   )
-  if (scenario.compare === 'backup') return [...statsTable(rows), ...table]
+  if (scenario.compare !== 'backlog') return [...statsTable(rows), ...table]
   const cells = (r: Row) => {
     const counts = runs(r.server).flatMap((m) => (m.dispatcher?.claims ? [m.dispatcher] : []))
     if (counts.length === 0) return ' 0 | n/a |'

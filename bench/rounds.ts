@@ -20,13 +20,15 @@ export interface Target {
   seededToDelete: number
   /** What runs around each of its runs (backups during them). */
   around?: <T>(run: () => Promise<T>) => Promise<T>
+  /** What wrk-script.lua is told beside the scenario (a header to send). */
+  env?: Record<string, string>
 }
 
 export const newTarget = (server: Server, tokens: Target['tokens'], databaseUrl?: string): Target => ({
   ...{ server, tokens, databaseUrl, writeRps: 0, seededToDelete: 0 },
 })
 
-/** The targets a pair scenario compares (the backlog twins, a service with and without backups), by their labels. */
+/** The targets a pair scenario compares (backlog twins, a service with and without backups or a header), by label. */
 export interface Pair {
   name: string
   without: string
@@ -79,6 +81,7 @@ async function runOnce(
     PLANTSTORE_BENCH_TOKEN: token,
     PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(),
     PLANTSTORE_BENCH_CURSORS: context.cursors[account] ?? '',
+    ...target.env,
   }
   // POSTs take fresh ids from a block of their own; DELETEs, plants inserted for the run.
   if (scenario.requests === 'post' || scenario.requests === 'mix') env.PLANTSTORE_BENCH_ID_START = String(takeBlock())

@@ -22,6 +22,7 @@ import { ACCOUNT_NAMES, count, type AccountKey, type Scenario } from './scenario
 import { REPO_DIR, SERVICE_ENV, SERVICE_NODE_FLAGS, slug, startPlain, startReference, startService } from './servers.js'
 import type { Runtime, ServerContext } from './servers.js'
 import { checkTwinWrites, startTwins } from './twins.js'
+import { startHeaderCosts } from './header-costs.js'
 
 const POSTGRES_URL = process.env.PLANTSTORE_BENCH_POSTGRES_URL || undefined
 const BACKENDS_RUN = BACKENDS.filter((backend) => backend === 'SQLite' || POSTGRES_URL !== undefined)
@@ -115,6 +116,10 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
     }
   }
   const backups = uses('backup') ? startBackupLoad(options.sizes.large, serverContext) : undefined
+  const headers =
+    uses('cors') || uses('idempotency')
+      ? await startHeaderCosts(BACKENDS_RUN, options.sizes, POSTGRES_URL, serverContext, runtimes[0])
+      : undefined
   await settleAll<unknown>(backups ? [...starts, backups] : starts)
   const targets = await Promise.all(starts)
   await checkPages(targets, options.sizes)
@@ -136,7 +141,10 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
       await checkPages(twins.targets, options.sizes)
       log(`backlog twins started, pages checked: ${twins.targets.map((t) => t.server.label).join(', ')}`)
     }
-    const on = { reference: targets, size: targets, backlog: twins?.targets, backup: (await backups)?.targets }
+    const on = {
+      ...{ reference: targets, size: targets, backlog: twins?.targets, backup: (await backups)?.targets },
+      ...headers?.targets,
+    }
     measurements.push(...(await runScenario(scenario, on[scenario.compare] ?? [], context)))
   }
   const writes = twins && (await checkTwinWrites(twins.targets, options.sizes))
@@ -160,7 +168,7 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
     scenarios: options.scenarios,
     servers: targets.map((t) => t.server.label),
     plain,
-    pairs: [...(twins?.pairs ?? []), ...((await backups)?.pairs ?? [])],
+    pairs: [...(twins?.pairs ?? []), ...((await backups)?.pairs ?? []), ...(headers?.pairs ?? [])],
     measurements,
     notes,
     problems: writes?.problems ?? [],

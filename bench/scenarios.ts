@@ -2,14 +2,15 @@
  * The scenarios, a row each (`requests`: what bench/wrk-script.lua sends). 'reference' ones run on every server,
  * the reference included; 'size' ones on the services only, each on a small and a large account in turn; 'backlog'
  * ones on the twin services per backend, with and without another account's webhook backlog in turn; 'backup' on
- * one SQLite service, with and without backups running (bench/README.md).
+ * one SQLite service, with and without backups running; 'cors' and 'idempotency' on one service per backend (CORS
+ * on), with and without the header (bench/README.md).
  */
 export interface Scenario {
   name: string
   /** What is measured, for the report. */
   description: (sizes: BenchSizes) => string
   requests: 'get' | 'post' | 'mix' | 'delete' | 'deep'
-  compare: 'reference' | 'size' | 'backlog' | 'backup'
+  compare: 'reference' | 'size' | 'backlog' | 'backup' | 'cors' | 'idempotency'
   /** The pairs' target: req/s with (the backlog, backups) over without, at least. */
   target?: number
 }
@@ -79,5 +80,14 @@ export const SCENARIOS: readonly Scenario[] = [
     ...{ name: 'backup-load', requests: 'post', compare: 'backup', target: 0.8 },
     description: (s) =>
       `POST /plants with fresh ids on ${count(s.large)} plants while \`plantstore backup\` copies the store back to back, vs without`,
+  },
+  // Issue 30: what a browser's Origin and a create's Idempotency-Key cost, each vs the same request without.
+  {
+    ...{ name: 'cors-get', requests: 'get', compare: 'cors' },
+    description: () => `${first} with an allowed Origin vs without, on a service with CORS on`,
+  },
+  {
+    ...{ name: 'idempotency-post', requests: 'post', compare: 'idempotency' },
+    description: () => 'POST /plants with fresh ids, each with an Idempotency-Key of its own, vs without',
   },
 ]

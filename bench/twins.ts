@@ -7,7 +7,7 @@
  * Seeded and started only when the backlog scenarios run: the twin with the backlog delivers all the while it runs.
  */
 import { createServer } from 'node:http'
-import { openStorage } from '../src/storage/index.js'
+import { NO_LIMITS, openStorage } from '../src/storage/index.js'
 import { plantCreated } from '../src/webhooks/events.js'
 import { subscribe } from '../src/webhooks/subscribe.js'
 import { bulkSeed, countPlants, insertPlants } from './bulk-seed.js'
@@ -24,12 +24,7 @@ const QUEUED_SQL = `UPDATE webhook_subscriptions SET queued = (SELECT count(*) F
 
 /** Through the service's storage in this process: a `plantstore webhooks add` process each would double the seeding. */
 async function subscribeNoisy(databaseUrl: string, receiverUrl: string): Promise<void> {
-  const limits = {
-    plantsPerAccount: 0,
-    subscriptionsPerAccount: BACKLOG_SUBSCRIPTIONS,
-    queuedPerSubscription: 0,
-    idempotencyKeysPerAccount: 0,
-  }
+  const limits = { ...NO_LIMITS, subscriptionsPerAccount: BACKLOG_SUBSCRIPTIONS }
   const storage = await openStorage(databaseUrl, { migrate: false, poolSize: 1, limits })
   try {
     for (let i = 1; i <= BACKLOG_SUBSCRIPTIONS; i++)

@@ -9,6 +9,8 @@
 --   PLANTSTORE_BENCH_CATALOGUE   the plants POSTed: "name|tag;name|;..." (bench/plants.ts)
 --   PLANTSTORE_BENCH_ID_START    first id of this run's block: fresh (post, mix) or existing (delete)
 --   PLANTSTORE_BENCH_ID_END      end of the existing ids (delete); id 0 (a 404, an error) once they run out
+--   PLANTSTORE_BENCH_ORIGIN      an Origin header on every request (CORS), when set
+--   PLANTSTORE_BENCH_KEYED       1: every POST with an Idempotency-Key of its own
 
 local function env(name) return os.getenv(name) or '' end
 
@@ -17,6 +19,10 @@ local list_path = '/plants?limit=20' -- LIST_PATH in bench/scenarios.ts
 -- Separate tables: wrk.format writes Host and Content-Length into the table it is given.
 local read_headers = { ['Authorization'] = 'Bearer ' .. env('PLANTSTORE_BENCH_TOKEN') }
 local write_headers = { ['Authorization'] = read_headers['Authorization'], ['Content-Type'] = 'application/json' }
+if env('PLANTSTORE_BENCH_ORIGIN') ~= '' then
+  read_headers['Origin'], write_headers['Origin'] = env('PLANTSTORE_BENCH_ORIGIN'), env('PLANTSTORE_BENCH_ORIGIN')
+end
+local keyed = env('PLANTSTORE_BENCH_KEYED') == '1'
 
 -- One thread (wrk -t1), so one counter walks the block.
 local next_id = tonumber(env('PLANTSTORE_BENCH_ID_START')) or 0
@@ -32,11 +38,13 @@ local function post()
   local id, entry = next_id, catalogue[next_id % #catalogue + 1]
   next_id = next_id + 1
   local tag = entry.tag == '' and '' or string.format(',"tag":"%s"', entry.tag)
+  if keyed then write_headers['Idempotency-Key'] = string.format('bench-%d', id) end
   return wrk.format('POST', '/plants', write_headers, string.format('{"id":%d,"name":"%s"%s}', id, entry.name, tag))
 end
 
 if kind == 'get' then
   wrk.method, wrk.path, wrk.headers['Authorization'] = 'GET', list_path, read_headers['Authorization']
+  wrk.headers['Origin'] = read_headers['Origin']
 elseif kind == 'post' then
   request = post
 elseif kind == 'mix' then

@@ -113,6 +113,15 @@ async function instanceOn(storage: InstrumentedStorage, options: Omit<AppOptions
 type Headers = Record<string, string | string[]>
 const json = { 'content-type': 'application/json' }
 
+/** POST /plants as `headers` say, with `key` as its Idempotency-Key when given. */
+const postPlant = (app: FastifyInstance, headers: Headers, payload: string, key?: string) =>
+  app.inject({
+    method: 'POST',
+    url: '/plants',
+    headers: { ...headers, ...json, ...(key !== undefined && { 'idempotency-key': key }) },
+    payload,
+  })
+
 function suite(backend: TestBackend) {
   describe(`Idempotency-Key (${backend.name})`, () => {
     let storage: InstrumentedStorage
@@ -391,13 +400,7 @@ function suite(backend: TestBackend) {
       await one.app.close()
       await t.dispose()
     })
-    const create = (payload: string, key?: string) =>
-      one.app.inject({
-        method: 'POST',
-        url: '/plants',
-        headers: { ...alice, ...json, ...(key !== undefined && { 'idempotency-key': key }) },
-        payload,
-      })
+    const create = (payload: string, key?: string) => postPlant(one.app, alice, payload, key)
 
     test('does not keep a 409 for the plants quota: the same key runs again once there is room', async () => {
       assert.equal((await create('{"id": 1, "name": "One"}')).statusCode, 200)
@@ -428,13 +431,7 @@ function suite(backend: TestBackend) {
       await one.app.close()
       await dispose()
     })
-    const create = (payload: string, key?: string) =>
-      one.app.inject({
-        method: 'POST',
-        url: '/plants',
-        headers: { ...alice, ...json, ...(key !== undefined && { 'idempotency-key': key }) },
-        payload,
-      })
+    const create = (payload: string, key?: string) => postPlant(one.app, alice, payload, key)
 
     test('an account holding its quota of keys gets 409 (40902) for a new key, until its keys expire and are purged', async () => {
       assert.equal((await create('{"id": 1, "name": "One"}', 'first')).statusCode, 200)
