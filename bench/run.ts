@@ -19,16 +19,43 @@ import type { Measurement } from './report-rows.js'
 import { newTarget, runScenario, type RoundsContext, type Target } from './rounds.js'
 import { prepareRuntimes } from './runtimes.js'
 import { ACCOUNT_NAMES, count, type AccountKey, type Scenario } from './scenarios.js'
-import { REPO_DIR, SERVICE_ENV, SERVICE_NODE_FLAGS, slug, startPlain, startReference, startService } from './servers.js'
+import {
+  CORS_ORIGIN,
+  REPO_DIR,
+  SERVICE_ENV,
+  SERVICE_NODE_FLAGS,
+  slug,
+  startPlain,
+  startReference,
+  startService,
+} from './servers.js'
 import type { Runtime, ServerContext } from './servers.js'
 import { checkTwinWrites, startTwins } from './twins.js'
-import { startHeaderCosts } from './header-costs.js'
 
 const POSTGRES_URL = process.env.PLANTSTORE_BENCH_POSTGRES_URL || undefined
 const BACKENDS_RUN = BACKENDS.filter((backend) => backend === 'SQLite' || POSTGRES_URL !== undefined)
 
 const log = (line: string): void => void process.stdout.write(line + '\n')
 const took = (since: number) => `${Math.round((performance.now() - since) / 1000)} s`
+
+/**
+ * The header scenarios' targets (issue 30): each service on the first Node twice, without and with the header (an
+ * allowed Origin on each GET; an Idempotency-Key of its own on each POST), a pair on one server.
+ */
+function headerPairs(services: Target[]) {
+  const views = (what: string, env: Record<string, string>) =>
+    services.map((t) => {
+      const label = `${t.server.label} ${what}`
+      const pair = { name: label, without: t.server.label, with: label }
+      return { pair, targets: [t, { ...t, server: { ...t.server, label }, env }] }
+    })
+  const cors = views('with Origin', { PLANTSTORE_BENCH_ORIGIN: CORS_ORIGIN })
+  const keyed = views('with Idempotency-Key', { PLANTSTORE_BENCH_KEYED: '1' })
+  return {
+    targets: { cors: cors.flatMap((v) => v.targets), idempotency: keyed.flatMap((v) => v.targets) },
+    pairs: [...cors, ...keyed].map((v) => v.pair),
+  }
+}
 
 /** A service or a plain handler, on a backend and a Node, and the accounts its database holds. */
 type Variant = { kind: 'service' | 'plain'; backend: Backend; runtime: Runtime; label: string; accounts: AccountKey[] }
@@ -101,8 +128,9 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
     const token = randomBytes(32).toString('base64url')
     starts.push(startReference(pageBody(0), token, serverContext).then((server) => newTarget(server, { list: token })))
   }
+  const headed = uses('cors') || uses('idempotency')
   const accounts: AccountKey[] = [
-    ...(uses('reference') ? ['list' as const] : []),
+    ...(uses('reference') || headed ? ['list' as const] : []),
     ...(uses('size') ? (['small', 'large'] as const) : []),
   ]
   for (const runtime of accounts.length > 0 ? runtimes : []) {
@@ -116,12 +144,11 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
     }
   }
   const backups = uses('backup') ? startBackupLoad(options.sizes.large, serverContext) : undefined
-  const headers =
-    uses('cors') || uses('idempotency')
-      ? await startHeaderCosts(BACKENDS_RUN, options.sizes, POSTGRES_URL, serverContext, runtimes[0])
-      : undefined
   await settleAll<unknown>(backups ? [...starts, backups] : starts)
   const targets = await Promise.all(starts)
+  const headers = headed
+    ? headerPairs(targets.filter((t) => BACKENDS_RUN.some((b) => b === t.server.label)))
+    : undefined
   await checkPages(targets, options.sizes)
   // Only now: seeding used both cores while no server was measured.
   pinSelf(pinning)

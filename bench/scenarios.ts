@@ -2,8 +2,8 @@
  * The scenarios, a row each (`requests`: what bench/wrk-script.lua sends). 'reference' ones run on every server,
  * the reference included; 'size' ones on the services only, each on a small and a large account in turn; 'backlog'
  * ones on the twin services per backend, with and without another account's webhook backlog in turn; 'backup' on
- * one SQLite service, with and without backups running; 'cors' and 'idempotency' on one service per backend (CORS
- * on), with and without the header (bench/README.md).
+ * one SQLite service, with and without backups running; 'cors' and 'idempotency' on each service of the first Node,
+ * with and without the header (bench/README.md).
  */
 export interface Scenario {
   name: string
@@ -84,7 +84,7 @@ export const SCENARIOS: readonly Scenario[] = [
   // Issue 30: what a browser's Origin and a create's Idempotency-Key cost, each vs the same request without.
   {
     ...{ name: 'cors-get', requests: 'get', compare: 'cors' },
-    description: () => `${first} with an allowed Origin vs without, on a service with CORS on`,
+    description: () => `${first} with an allowed Origin vs without`,
   },
   {
     ...{ name: 'idempotency-post', requests: 'post', compare: 'idempotency' },

@@ -25,8 +25,12 @@ export const SERVICE_NODE_FLAGS = (() => {
  * or 409 fails the run). At the default quota a full run's POSTs filled the listed account in its fifth round; the
  * default page budget fits 50 connections of limit=20 pages exactly.
  */
+/** The origin the services allow (CORS on, as a service called from a web app runs), sent by the cors scenario. */
+export const CORS_ORIGIN = 'https://app.example.com'
+
 export const SERVICE_ENV: Readonly<Record<string, string>> = {
   LOG_LEVEL: 'info',
+  PLANTSTORE_CORS_ORIGINS: CORS_ORIGIN,
   DATABASE_MIGRATE_ON_START: 'false',
   PLANTSTORE_RATE_LIMIT: '1000000/s',
   PLANTSTORE_ACCOUNT_RATE_LIMIT: '1000000/s',
