@@ -13,7 +13,8 @@ export interface IdempotencySettings {
   ttlMs: number
   /**
    * How long a running request holds its key: a retry after that (its instance stopped mid-request, say) runs again.
-   * Longer than a create takes even when the database is slow; short enough for a client's retries to get through.
+   * Four times the longest a handler waits by design (a webhook URL's DNS lookup, a lock: 5 s each), so a request
+   * still running is not taken over; short enough for a client's retries to get through after an instance died.
    */
   leaseMs?: number
   /** How often each instance deletes expired keys. */
