@@ -4,19 +4,16 @@
  * the first backup begun copying before wrk starts. The backups run as an operator's would, processes of their own
  * on any core.
  */
-import { execFile } from 'node:child_process'
 import { readdirSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import { bulkSeed } from './bulk-seed.js'
 import { freshDatabase } from './databases.js'
+import { run } from './machine.js'
 import { median } from './report-rows.js'
 import { newTarget, type Pair } from './rounds.js'
 import { ACCOUNT_NAMES } from './scenarios.js'
 import { REPO_DIR, SERVICE_MAIN, SERVICE_NODE_FLAGS, startService, type ServerContext } from './servers.js'
-
-const run = promisify(execFile)
 
 /** `plantstore backup` (built, with the service's node flags) under `cpus`; its wall time in seconds. */
 async function backupOnce(databaseUrl: string, file: string, cpus: string[]): Promise<number> {
@@ -32,7 +29,7 @@ async function backupOnce(databaseUrl: string, file: string, cpus: string[]): Pr
 
 /** Seeds the store and starts its service; the scenario's two targets, and a note on the backups once done. */
 export async function startBackupLoad(plants: number, context: ServerContext) {
-  const databaseUrl = await freshDatabase('SQLite', 'backup_load', context, undefined)
+  const databaseUrl = await freshDatabase('SQLite', 'backup_load', context)
   const [seeded] = await bulkSeed(databaseUrl, [{ name: ACCOUNT_NAMES.list, plants }])
   const token = seeded?.token ?? ''
   const pair: Pair = { name: 'SQLite', without: 'SQLite without backups', with: 'SQLite during backups' }
@@ -43,9 +40,8 @@ export async function startBackupLoad(plants: number, context: ServerContext) {
   const around = async <T>(run: () => Promise<T>): Promise<T> => {
     let running = true
     const loop = (async () => {
-      for (let n = 1; running; n++) {
+      for (let n = 1; running; n++)
         seconds.push(await backupOnce(databaseUrl, path.join(context.tmpDir, `backup-load-${n}.db`), cpus))
-      }
     })().finally(() => (running = false))
     const begun = () => readdirSync(context.tmpDir).some((name) => /^backup-load-.*\.tmp$/.test(name))
     while (running && !begun()) await new Promise((resolve) => setTimeout(resolve, 5))

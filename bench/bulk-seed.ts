@@ -3,22 +3,17 @@
  * service's own CLI, then the plants with SQL (millions through the API would take longer than the benchmark).
  * The rows are those the API would store: bench/plants.ts decides every plant.
  */
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import { queryRows, withPostgres, withSqlite } from './databases.js'
+import { run } from './machine.js'
 import { CATALOGUE, seedPlant } from './plants.js'
 import { REPO_DIR, SERVICE_MAIN } from './servers.js'
 
-const run = promisify(execFile)
-
 /** Runs the service's CLI and returns its stdout; a failure carries its stderr. */
 async function cli(...args: string[]): Promise<string> {
-  const main = [SERVICE_MAIN, ...args]
-  return (
-    await run(process.execPath, main, { cwd: REPO_DIR, encoding: 'utf8' }).catch((err: Error & { stderr?: string }) => {
-      throw new Error(`plantstore ${args.slice(0, 2).join(' ')} failed: ${err.stderr?.trim() || err.message}`)
-    })
-  ).stdout
+  const failed = (err: Error & { stderr?: string }) => {
+    throw new Error(`plantstore ${args.slice(0, 2).join(' ')} failed: ${err.stderr?.trim() || err.message}`)
+  }
+  return (await run(process.execPath, [SERVICE_MAIN, ...args], { cwd: REPO_DIR }).catch(failed)).stdout
 }
 
 /**
@@ -26,11 +21,7 @@ async function cli(...args: string[]): Promise<string> {
  * On PostgreSQL the account's plant count is raised by as many: the service keeps plant_counts in its own
  * statements there (on SQLite, triggers do), and its quota reads them.
  */
-export async function insertPlants(
-  databaseUrl: string,
-  account: string,
-  range: { start: number; end: number },
-): Promise<void> {
+export async function insertPlants(databaseUrl: string, account: string, range: { start: number; end: number }) {
   if (databaseUrl.startsWith('sqlite:')) {
     return withSqlite(databaseUrl, (db) => {
       const row = db.prepare('SELECT id FROM accounts WHERE name = ?').get(account) as { id: number } | undefined
@@ -76,9 +67,8 @@ export async function bulkSeed(databaseUrl: string, accounts: Array<{ name: stri
   await cli('migrate', '--database', databaseUrl)
   const seeded = []
   for (const { name, plants } of accounts) {
-    const token = (await cli('tokens', 'create', '--account', name, '--label', 'bench', '--database', databaseUrl))
-      .split('\n')[0]
-      ?.trim()
+    const created = await cli('tokens', 'create', '--account', name, '--label', 'bench', '--database', databaseUrl)
+    const token = created.split('\n')[0]?.trim()
     if (!token) throw new Error(`tokens create --account ${name} printed no token`)
     await insertPlants(databaseUrl, name, { start: 1, end: plants + 1 })
     seeded.push({ name, plants, token })

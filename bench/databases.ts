@@ -38,19 +38,13 @@ export async function queryRows<T>(databaseUrl: string, query: string, params: s
  * An empty database for one server of the run: a SQLite file in the temp folder, or a PostgreSQL schema of its own
  * (`plantstore_bench_PID_NAME`, dropped by cleanup). `name` holds letters, digits and '_' only.
  */
-export async function freshDatabase(
-  backend: Backend,
-  name: string,
-  context: ServerContext,
-  postgresUrl: string | undefined,
-): Promise<string> {
+export async function freshDatabase(backend: Backend, name: string, context: ServerContext, postgresUrl?: string) {
   if (backend === 'SQLite') return `sqlite:${path.join(context.tmpDir, `${name}.db`)}`
   if (postgresUrl === undefined) throw new Error('PostgreSQL: no server URL (PLANTSTORE_BENCH_POSTGRES_URL)')
   const schema = `plantstore_bench_${process.pid}_${name}`
-  const drop = () =>
-    withPostgres(postgresUrl, async (sql) => void (await sql`drop schema if exists ${sql(schema)} cascade`))
+  const drop = () => withPostgres(postgresUrl, (sql) => sql`drop schema if exists ${sql(schema)} cascade`)
   await drop()
-  await withPostgres(postgresUrl, async (sql) => void (await sql`create schema ${sql(schema)}`))
+  await withPostgres(postgresUrl, (sql) => sql`create schema ${sql(schema)}`)
   context.cleanup.add(`drop schema ${schema}`, drop)
   process.stdout.write(`PostgreSQL: schema ${schema} at ${redactUrl(postgresUrl)}\n`)
   const url = new URL(postgresUrl)

@@ -28,11 +28,7 @@ export function total(metrics: string, name: string, labels: Record<string, stri
 }
 
 /** The dispatcher's counters at one moment, or their difference over a run (the queue depth is the later one's). */
-export interface DispatcherCounts {
-  claims: number
-  claimSeconds: number
-  queueDepth: number
-}
+export type DispatcherCounts = { claims: number; claimSeconds: number; queueDepth: number }
 
 export async function scrapeDispatcher(url: string): Promise<DispatcherCounts> {
   const metrics = await scrapeMetrics(url)

@@ -1,9 +1,13 @@
 /** The machine: where processes run (taskset), and what /proc says about cores and memory during a run. */
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { promisify } from 'node:util'
 
 export const WRK = '/usr/bin/wrk'
 const TASKSET = '/usr/bin/taskset'
+
+/** Runs a process to its end: its stdout and stderr, as text; a failure rejects with them. */
+export const run = promisify(execFile)
 
 /** Where processes run: servers on one core, wrk and the harness on another, when the machine allows it. */
 export type Pinning = ReturnType<typeof detectPinning>
@@ -67,16 +71,14 @@ function cpuJiffies(pid: number, children = false): number {
 }
 
 /** How one core was used over a run, as shares 0..1: by the process watched (`own`) and by everything else. */
-export interface CoreShares {
-  own: number
-  other: number
-}
+export type CoreShares = { own: number; other: number }
 
 /**
- * Watches the servers' core with the server `pid` on it, and wrk's core with the harness's children (wrk, counted
- * once it has exited: taskset execs it, so it is the harness's child); stop() gives their shares.
+ * Watches the servers' core with the server `pid` on it and wrk's core with the harness's children (wrk, counted once
+ * it has exited: taskset execs it, so it is the harness's child); stop() gives their shares. Undefined if not pinned.
  */
-export function watchCores(serverCpu: number, loadCpu: number, pid: number) {
+export function watchCores({ serverCpu, loadCpu }: Pinning, pid: number) {
+  if (serverCpu === undefined || loadCpu === undefined) return undefined
   const owners = [() => cpuJiffies(pid), () => cpuJiffies(process.pid, true)]
   const start = [serverCpu, loadCpu].map((cpu, i) => ({ cpu, core: coreJiffies(cpu), own: owners[i]?.() ?? 0 }))
   return () => {

@@ -37,10 +37,9 @@ export function parseOptions(args: string[]) {
     },
   })
   if (values.help) return 'help' as const
-  const quick = values.quick
   const integer = (flag: (typeof numbers)[number], full: number, smoke: number, least: number): number => {
     const value = (values as Record<string, unknown>)[flag] as string | undefined
-    if (value === undefined) return quick ? smoke : full
+    if (value === undefined) return values.quick ? smoke : full
     if (!/^[0-9]+$/.test(value) || Number(value) < least)
       throw new Error(`--${flag}: expected an integer of at least ${least}, got "${value}"`)
     return Number(value)
@@ -57,7 +56,7 @@ export function parseOptions(args: string[]) {
   const unknown = names.find((name) => name !== '' && !NAMES.includes(name))
   if (unknown !== undefined) throw new Error(`--scenarios: unknown scenario "${unknown}"; known: ${NAMES.join(', ')}`)
   return {
-    quick,
+    quick: values.quick,
     rounds: integer('rounds', 6, 2, 1),
     duration,
     sizeDuration: Math.ceil(duration / 2),

@@ -16,7 +16,11 @@ export function deepPositions(plants: number): number[] {
   return Array.from({ length: n }, (_, i) => first + Math.floor((i * (last - first)) / (n - 1)))
 }
 
-export const cursorPath = (after: number) => `${LIST_PATH}&cursor=${encodeCursor(BigInt(after))}`
+const cursor = (after: number) => encodeCursor(BigInt(after))
+const cursorPath = (after: number) => `${LIST_PATH}&cursor=${cursor(after)}`
+
+/** The deep pages' cursors of an account of `plants` plants, comma-separated, for the wrk script. */
+export const deepCursors = (plants: number): string => deepPositions(plants).map(cursor).join(',')
 
 /**
  * Before measuring, on every service, plain handler and account: the first page is the expected bytes (the

@@ -51,8 +51,7 @@ export const CATALOGUE: ReadonlyArray<{ name: string; tag?: string }> = [
 
 /** The plant stored under `id`: what the seeder inserts and the Lua scripts POST for it. */
 export function seedPlant(id: number): { id: number; name: string; tag?: string } {
-  const entry = CATALOGUE[id % CATALOGUE.length] as { name: string; tag?: string }
-  return entry.tag === undefined ? { id, name: entry.name } : { id, name: entry.name, tag: entry.tag }
+  return { id, ...(CATALOGUE[id % CATALOGUE.length] as { name: string; tag?: string }) }
 }
 
 /** The page after plant `after` of an account holding plants 1..n (n > after + limit), as the service sends it. */
@@ -62,6 +61,4 @@ export function pageBody(after: number, limit = LIST_LIMIT): string {
 }
 
 /** The catalogue for the Lua scripts: "name|tag;name|;..." (PLANTSTORE_BENCH_CATALOGUE). */
-export function catalogueEnv(): string {
-  return CATALOGUE.map((entry) => `${entry.name}|${entry.tag ?? ''}`).join(';')
-}
+export const CATALOGUE_ENV = CATALOGUE.map((entry) => `${entry.name}|${entry.tag ?? ''}`).join(';')

@@ -7,7 +7,7 @@ import { backlogText, count, SIZE_TARGET, type AccountKey, type BenchSizes, type
 /** Above this share of a core, other processes make a run's figures doubtful. */
 const BUSY_SHARE = 0.1
 
-export interface ReportContext {
+interface ReportContext {
   /** The run's facts, "Key: value" each (date, command, machine, software…). */
   facts: string[]
   sizes: BenchSizes
@@ -23,17 +23,17 @@ export interface ReportContext {
   problems: string[]
 }
 
+/** "SQLite" for the listed account, "SQLite (large account)" for the others: a run's or a row's label. */
+const runLabel = (r: { server: string; account: AccountKey }) =>
+  r.account === 'list' ? r.server : `${r.server} (${r.account} account)`
+
 /** A row per server (and account), with any `extra` columns. */
-function statsTable(
-  rows: Row[],
-  extra: { header: string; cells: (row: Row) => string } = { header: '', cells: () => '' },
-) {
-  const label = (r: Row) => (r.account === 'list' ? r.server : `${r.server} (${r.account} account)`)
+function statsTable(rows: Row[], extra = { header: '', cells: (_row: Row) => '' }) {
   const columns = ROW_HEADER.split('|').length + extra.header.split('|').length - 1
   return [
     `| server | ${ROW_HEADER} |${extra.header}`,
     `| --- ${'| ---: '.repeat(columns)}|`,
-    ...rows.map((r) => `| ${label(r)} | ${rowCells(r)} |${extra.cells(r)}`),
+    ...rows.map((r) => `| ${runLabel(r)} | ${rowCells(r)} |${extra.cells(r)}`),
     '',
   ]
 }
@@ -106,9 +106,6 @@ function scenarioSection(c: ReportContext, scenario: Scenario): string[] {
     ...table,
   ]
 }
-
-/** "SQLite" for the listed account, "SQLite (large account)" for the others. */
-const runLabel = (m: Measurement) => (m.account === 'list' ? m.server : `${m.server} (${m.account} account)`)
 
 /** Every measured run that had errors, one line each (empty when clean). */
 export function errorLines(measurements: Measurement[]): string[] {

@@ -1,8 +1,8 @@
 import { insertPlants } from './bulk-seed.js'
-import { peakRss, resetPeakRss, watchCores } from './machine.js'
+import { peakRss, resetPeakRss, watchCores, type Pinning } from './machine.js'
 import { countsBetween, scrapeDispatcher } from './http.js'
 import type { BenchOptions } from './options.js'
-import { catalogueEnv } from './plants.js'
+import { CATALOGUE_ENV } from './plants.js'
 import type { Measurement } from './report-rows.js'
 import { ACCOUNT_NAMES, count, type AccountKey, type Scenario } from './scenarios.js'
 import type { Server } from './servers.js'
@@ -29,11 +29,7 @@ export const newTarget = (server: Server, tokens: Target['tokens'], databaseUrl?
 })
 
 /** The targets a pair scenario compares (backlog twins, a service with and without backups or a header), by label. */
-export interface Pair {
-  name: string
-  without: string
-  with: string
-}
+export type Pair = { name: string; without: string; with: string }
 
 /**
  * Fresh ids come in blocks no run shares: far above the seeded ids (1..n) and well inside 2^53, so they stay exact
@@ -41,14 +37,13 @@ export interface Pair {
  */
 const BLOCK_SIZE = 1_000_000_000
 let nextBlock = 1_000_000_000_000
-export const takeBlock = (): number => (nextBlock += BLOCK_SIZE) - BLOCK_SIZE
+const takeBlock = (): number => (nextBlock += BLOCK_SIZE) - BLOCK_SIZE
 
 export interface RoundsContext {
   options: BenchOptions
   /** Cursors of the deep pages of each account, comma-separated (the same ids on every service). */
   cursors: Partial<Record<AccountKey, string>>
-  serverCpu: number | undefined
-  loadCpu: number | undefined
+  pinning: Pinning
   log: (line: string) => void
 }
 
@@ -79,7 +74,7 @@ async function runOnce(
   const env: Record<string, string> = {
     PLANTSTORE_BENCH_REQUESTS: scenario.requests,
     PLANTSTORE_BENCH_TOKEN: token,
-    PLANTSTORE_BENCH_CATALOGUE: catalogueEnv(),
+    PLANTSTORE_BENCH_CATALOGUE: CATALOGUE_ENV,
     PLANTSTORE_BENCH_CURSORS: context.cursors[account] ?? '',
     ...target.env,
   }
@@ -89,12 +84,10 @@ async function runOnce(
     const { start, end } = await existingIds(target, seconds, context)
     Object.assign(env, { PLANTSTORE_BENCH_ID_START: String(start), PLANTSTORE_BENCH_ID_END: String(end) })
   }
-  const { serverCpu, loadCpu, options } = context
   resetPeakRss(target.server.pid)
-  const cores =
-    serverCpu === undefined || loadCpu === undefined ? undefined : watchCores(serverCpu, loadCpu, target.server.pid)
-  const request = { url: target.server.url, seconds, connections: options.connections, env }
-  const run = () => runWrk({ ...request, cpu: loadCpu })
+  const cores = watchCores(context.pinning, target.server.pid)
+  const request = { url: target.server.url, seconds, connections: context.options.connections, env }
+  const run = () => runWrk({ ...request, cpu: context.pinning.loadCpu })
   const wrk = await (target.around ? target.around(run) : run())
   const rssBytes = peakRss(target.server.pid)
   const core = cores?.()

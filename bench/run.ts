@@ -5,14 +5,13 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { redactUrl } from '../src/redact.js'
-import { encodeCursor } from '../src/routes/cursor.js'
 import { startBackupLoad } from './backup-load.js'
 import { bulkSeed } from './bulk-seed.js'
 import { Cleanup, settleAll } from './cleanup.js'
 import { BACKENDS, freshDatabase, queryRows, type Backend } from './databases.js'
 import { detectPinning, pinSelf, WRK, type Pinning } from './machine.js'
 import { HELP, parseOptions, type BenchOptions } from './options.js'
-import { checkPages, DEEP_CURSORS, deepPositions } from './page-checks.js'
+import { checkPages, DEEP_CURSORS, deepCursors } from './page-checks.js'
 import { CATALOGUE, pageBody } from './plants.js'
 import { errorLines, markdownReport } from './report.js'
 import type { Measurement } from './report-rows.js'
@@ -42,7 +41,8 @@ const took = (since: number) => `${Math.round((performance.now() - since) / 1000
  * The header scenarios' targets (issue 30): each service on the first Node twice, without and with the header (an
  * allowed Origin on each GET; an Idempotency-Key of its own on each POST), a pair on one server.
  */
-function headerPairs(services: Target[]) {
+function headerPairs(targets: Target[]) {
+  const services = targets.filter((t) => BACKENDS_RUN.some((b) => b === t.server.label))
   const views = (what: string, env: Record<string, string>) =>
     services.map((t) => {
       const label = `${t.server.label} ${what}`
@@ -146,20 +146,14 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
   const backups = uses('backup') ? startBackupLoad(options.sizes.large, serverContext) : undefined
   await settleAll<unknown>(backups ? [...starts, backups] : starts)
   const targets = await Promise.all(starts)
-  const headers = headed
-    ? headerPairs(targets.filter((t) => BACKENDS_RUN.some((b) => b === t.server.label)))
-    : undefined
+  const headers = headed ? headerPairs(targets) : undefined
   await checkPages(targets, options.sizes)
   // Only now: seeding used both cores while no server was measured.
   pinSelf(pinning)
   log(`pages checked; seeding and starts took ${took(started)}`)
 
-  const cursors: RoundsContext['cursors'] = {}
-  for (const account of ['small', 'large'] as const)
-    cursors[account] = deepPositions(options.sizes[account])
-      .map((after) => encodeCursor(BigInt(after)))
-      .join(',')
-  const context: RoundsContext = { options, cursors, serverCpu: pinning.serverCpu, loadCpu: pinning.loadCpu, log }
+  const cursors = { small: deepCursors(options.sizes.small), large: deepCursors(options.sizes.large) }
+  const context: RoundsContext = { options, cursors, pinning, log }
   const measurements: Measurement[] = []
   let twins: Awaited<ReturnType<typeof startTwins>> | undefined
   for (const scenario of options.scenarios) {
@@ -182,9 +176,7 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
     `plants 1..n per account with SQL (bench/bulk-seed.ts; bench/plants.ts's ${CATALOGUE.length} plants in turn); ` +
       `pages checked byte for byte before measuring; size-deep picks among ${DEEP_CURSORS} cursors per account`,
     ...(twins ? [twins.line] : []),
-    ...(writes
-      ? [`writes checked after the backlog scenarios, each twin stopped first: ${writes.lines.join('; ')}`]
-      : []),
+    ...(writes ? [writes.note] : []),
     ...(backups ? [(await backups).note()] : []),
     ...(topUps.length > 0 ? [`plants inserted with SQL for the delete runs, between runs: ${topUps.join(', ')}`] : []),
     `the run took ${took(started)}`,

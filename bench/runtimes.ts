@@ -6,14 +6,12 @@
  * NODE_PATH) beside a node_modules of links to the project's packages, better-sqlite3 the copy. The plain handler,
  * as a user would write it by hand, runs on postgres.js as published, without the patch of the service's install.
  */
-import { execFile } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs'
 import { symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { promisify } from 'node:util'
+import { run } from './machine.js'
 import { compileScript, REPO_DIR, SERVICE_MAIN, type Runtime, type ServerContext } from './servers.js'
 
-const run = promisify(execFile)
 const MODULES = path.join(REPO_DIR, 'node_modules')
 
 /** better-sqlite3 built for `node`'s ABI: from the cache, else built now (a minute or two) and cached. */

@@ -20,14 +20,14 @@ export const SERVICE_NODE_FLAGS = (() => {
   return flags.trim().split(/\s+/).filter(Boolean)
 })()
 
+/** The origin the services allow (CORS on, as a service called from a web app runs), sent by the cors scenario. */
+export const CORS_ORIGIN = 'https://app.example.com'
+
 /**
  * The settings every service runs with: every feature on, as in production, at limits a run never reaches (a 429
  * or 409 fails the run). At the default quota a full run's POSTs filled the listed account in its fifth round; the
  * default page budget fits 50 connections of limit=20 pages exactly.
  */
-/** The origin the services allow (CORS on, as a service called from a web app runs), sent by the cors scenario. */
-export const CORS_ORIGIN = 'https://app.example.com'
-
 export const SERVICE_ENV: Readonly<Record<string, string>> = {
   LOG_LEVEL: 'info',
   PLANTSTORE_CORS_ORIGINS: CORS_ORIGIN,
@@ -43,20 +43,10 @@ export const SERVICE_ENV: Readonly<Record<string, string>> = {
 export type Server = Awaited<ReturnType<typeof startProcess>>
 
 /** A Node binary (bench/runtimes.ts), its version, what labels its servers (" on Node 26"), their entry points. */
-export interface Runtime {
-  node: string
-  version: string
-  tag: string
-  serviceMain: string
-  plainServer: string
-}
+export type Runtime = { node: string; version: string; tag: string; serviceMain: string; plainServer: string }
 
 /** What every server start needs from the harness. */
-export interface ServerContext {
-  cpu: number | undefined
-  tmpDir: string
-  cleanup: Cleanup
-}
+export type ServerContext = { cpu: number | undefined; tmpDir: string; cleanup: Cleanup }
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -70,18 +60,12 @@ const freePort = () =>
 export const slug = (label: string): string => label.toLowerCase().replace(/[^a-z0-9]+/g, '_')
 
 /**
- * Starts a server process with `node` on the servers' core; ready once an authenticated request succeeds. Its
- * stdout (the service's request logs: it is measured with logging on) goes to /dev/null; stderr to a file, read
+ * Starts a server process, `node ...args PORT`, on the servers' core; ready once an authenticated request succeeds.
+ * Its stdout (the service's request logs: it is measured with logging on) goes to /dev/null; stderr to a file, read
  * only to explain a failed start.
  */
-async function startProcess(
-  label: string,
-  args: string[],
-  env: object,
-  token: string,
-  context: ServerContext,
-  node: string,
-) {
+async function startProcess(label: string, argv: string[], env: object, token: string, context: ServerContext) {
+  const [node = '', ...args] = argv
   const port = await freePort()
   const logFile = path.join(context.tmpDir, `${slug(label)}.stderr.log`)
   const stderr = openSync(logFile, 'w')
@@ -125,7 +109,7 @@ export function compileScript(name: string, dir: string): string {
 export function startReference(listBody: string, token: string, context: ServerContext): Promise<Server> {
   const script = compileScript('reference-server', context.tmpDir)
   const env = { PLANTSTORE_BENCH_TOKEN: token, PLANTSTORE_BENCH_LIST_BODY: listBody }
-  return startProcess('reference', [script], env, token, context, process.execPath)
+  return startProcess('reference', [process.execPath, script], env, token, context)
 }
 
 /** The plain handler (bench/plain-server.ts) on a seeded database, accepting the account's `token` only. */
@@ -142,7 +126,7 @@ export function startPlain(
     PLANTSTORE_BENCH_ACCOUNT: account,
     PLANTSTORE_BENCH_TOKEN: token,
   }
-  return startProcess(label, [runtime.plainServer], env, token, context, runtime.node)
+  return startProcess(label, [runtime.node, runtime.plainServer], env, token, context)
 }
 
 /**
@@ -157,6 +141,6 @@ export function startService(
   { env = {}, runtime }: { env?: Record<string, string>; runtime?: Runtime } = {},
 ): Promise<Server> {
   const serve = [runtime?.serviceMain ?? SERVICE_MAIN, 'serve', '--host', '127.0.0.1', '--database', databaseUrl]
-  const args = [...SERVICE_NODE_FLAGS, ...serve, '--port']
-  return startProcess(label, args, { ...SERVICE_ENV, ...env }, token, context, runtime?.node ?? process.execPath)
+  const argv = [runtime?.node ?? process.execPath, ...SERVICE_NODE_FLAGS, ...serve, '--port']
+  return startProcess(label, argv, { ...SERVICE_ENV, ...env }, token, context)
 }

@@ -1,12 +1,9 @@
-import { execFile } from 'node:child_process'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
-import { WRK, pinned } from './machine.js'
+import { pinned, run, WRK } from './machine.js'
 
 const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'wrk-script.lua')
 const MARKER = 'PLANTSTORE_BENCH_RESULT '
-const run = promisify(execFile)
 
 /** What one wrk run measured. */
 export interface WrkResult {
