@@ -96,11 +96,12 @@ export class PostgresIdempotency implements IdempotencyStore {
         const [row] = await retryingDeadlocks(() => sql.unsafe<ClaimRow[]>(CLAIM, values, PREPARED))
         if (row!.claimed) return { state: 'claimed' }
         if (row!.fingerprint !== null) return heldOutcome(row!, claim.fingerprint)
-        if (!row!.room) throw new QuotaExceededError('idempotency keys', this.#quota)
-        // Claimed by a request that committed after this statement's snapshot was taken: read it as it is now. Gone
-        // again (released, purged) by then: claim once more.
+        // Claimed by a request that committed after this statement's snapshot was taken (a new key, or an expired one
+        // taken over, which the snapshot does not show): read it as it is now, before any quota is blamed.
         const [held] = await sql.unsafe<HeldRow[]>(HELD, [claim.accountId, claim.key], PREPARED)
         if (held !== undefined) return heldOutcome(held, claim.fingerprint)
+        if (!row!.room) throw new QuotaExceededError('idempotency keys', this.#quota)
+        // Gone again (released, purged) by then: claim once more.
         if (attempt === MAX_ATTEMPTS) throw new StorageUnavailableError(new Error('the key kept changing hands'))
       }
     })
