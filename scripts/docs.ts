@@ -6,6 +6,7 @@ import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { format, resolveConfig } from 'prettier'
 import { CONFIG_KEYS, defaultText, expectedValue, settingOf } from '../src/config.js'
+import { OTEL_VARIABLES } from '../src/tracing/enabled.js'
 
 export const CONFIGURATION_DOC = fileURLToPath(new URL('../docs/configuration.md', import.meta.url))
 
@@ -31,6 +32,16 @@ export async function configurationDoc(): Promise<string> {
     '| variable | flag | default | accepted | meaning |',
     '| --- | --- | --- | --- | --- |',
     ...rows,
+    '',
+    '## Tracing (OpenTelemetry)',
+    '',
+    'Traces are configured only by the standard OpenTelemetry variables, which the SDK reads itself (from',
+    '`src/tracing/enabled.ts`; [Tracing](operations.md#tracing) says what the spans carry). These are the ones that',
+    'matter here:',
+    '',
+    '| variable | meaning |',
+    '| --- | --- |',
+    ...OTEL_VARIABLES.map(({ name, meaning }) => `| \`${name}\` | ${cell(meaning)} |`),
     '',
   ].join('\n')
   return format(markdown, { ...(await resolveConfig(CONFIGURATION_DOC)), parser: 'markdown' })

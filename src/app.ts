@@ -46,6 +46,7 @@ import { parseQueryString } from './schemas/query-string.js'
 import { validatorCompiler } from './schemas/validator.js'
 import type { InstrumentedStorage } from './storage/index.js'
 import { trustedPeer } from './limits/trusted-peer.js'
+import type { Tracing } from './tracing/index.js'
 import { VERSION } from './version.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
@@ -60,6 +61,8 @@ export interface AppOptions {
   timeouts?: HttpTimeouts
   /** Caps on open connections; the config's defaults when not given. */
   connections?: ConnectionLimits
+  /** Traces (tracing/index.ts): a span per request and per storage call; none when absent. */
+  tracing?: Pick<Tracing, 'plugin' | 'storageTimer' | 'logFields' | 'traceparent' | 'traceAttempt' | 'droppedSpans'>
   /** Browser origins allowed to call the API (CORS); none when absent. */
   cors?: CorsOptions
   /** Fastify's trustProxy: which proxies' X-Forwarded-For names the client (for per-address limits, logs). */
@@ -161,6 +164,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     frameworkErrors,
   })
   app.server.on('connect', connectHandler(app.log))
+  // First of all: it must see every hook and route registered after it. Its onRequest hook, which starts the request's
+  // span, runs before this one, which gives the request's log lines the span's ids.
+  const { tracing } = options
+  if (tracing) {
+    await app.register(tracing.plugin)
+    app.addHook('onRequest', (request, _reply, done) => {
+      const fields = tracing.logFields(request)
+      if (fields !== undefined) request.log = request.log.child(fields)
+      done()
+    })
+  }
   const owned = options.owned ?? []
   // Registered first, so it runs last: every other close hook's lines go out with it.
   const written = logs
@@ -178,9 +192,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onStalled: metrics.writeStalled,
   })
   metrics.connections(openConnections)
+  if (options.tracing) metrics.droppedSpans(options.tracing.droppedSpans)
   const { storage } = options
   const stopObserving = storage.observe(metrics.storageTimer)
-  app.addHook('onClose', async () => void stopObserving())
+  const stopTracing = tracing && storage.observe(tracing.storageTimer)
+  app.addHook('onClose', async () => {
+    stopObserving()
+    stopTracing?.()
+  })
   // In this order, in one onRequest hook: the request id (every answer carries it), the pipelining count (before any
   // gate that may answer, since its onResponse counts every answer back out), the head checks (before
   // authentication reads Authorization), draining.
@@ -215,12 +234,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     pageBudget,
     onPageRefused: metrics.pageRefused,
     idempotency,
+    traceparent: tracing?.traceparent,
   })
   await app.register(tokenRoutes, { tokens: storage.tokens, quota: options.tokensPerAccount ?? 100, trustedMs })
   const allowPrivate = options.webhooks?.allowPrivate ?? false
   await app.register(webhookRoutes, { webhooks: storage.webhooks, allowPrivate, idempotency })
   metrics.webhookQueue(() => storage.webhooks.countPendingDeliveries())
   const delivery = options.webhooks?.delivery
-  if (delivery) registerWebhookDispatcher(app, storage.webhooks, { ...delivery, allowPrivate }, metrics)
+  if (delivery) {
+    const settings = { ...delivery, allowPrivate, traceAttempt: tracing?.traceAttempt }
+    registerWebhookDispatcher(app, storage.webhooks, settings, metrics)
+  }
   return app
 }

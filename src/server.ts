@@ -19,6 +19,8 @@ import {
   type Config,
 } from './config.js'
 import { openConfiguredStorage } from './configured-storage.js'
+import { sqliteFile } from './storage/index.js'
+import { tracingEnabled } from './tracing/enabled.js'
 
 function bootstrapBanner(secret: string, url: string): string {
   return [
@@ -69,10 +71,16 @@ function closing(redis: Redis): { close(): Promise<void> } {
 
 /** Starts the service: storage, first token, app, listen; SIGTERM/SIGINT close it cleanly. */
 export async function serve(config: Config): Promise<void> {
+  // Its code loads only when an endpoint is set: without one, no OpenTelemetry module is read.
+  const tracing = tracingEnabled()
+    ? (await import('./tracing/index.js')).startTracing(sqliteFile(config.DATABASE_URL) ? 'sqlite' : 'postgresql')
+    : undefined
   const storage = await openConfiguredStorage(config)
   const shared = config.REDIS_URL === undefined ? undefined : await connectRedis(config.REDIS_URL)
   // From here the app owns both: whatever ends the process, app.close() closes them, after the requests.
-  const owned = shared ? [storage, closing(shared.redis)] : [storage]
+  const flush = tracing && { close: () => tracing.shutdown() }
+  // Spans last: those of the closing requests and storage calls go out with them.
+  const owned = [storage, ...(shared ? [closing(shared.redis)] : []), ...(flush ? [flush] : [])]
   const lifecycle = { draining: false }
   const origins = corsOrigins(config)
   const app = await buildApp({
@@ -85,6 +93,7 @@ export async function serve(config: Config): Promise<void> {
     idempotency: { ttlMs: idempotencyKeyTtlMs(config) },
     trustProxy: trustProxy(config.TRUST_PROXY),
     cors: origins && { origins },
+    tracing,
     rateLimit: {
       perToken: parseRate(config.PLANTSTORE_RATE_LIMIT),
       perAccount: parseRate(config.PLANTSTORE_ACCOUNT_RATE_LIMIT),

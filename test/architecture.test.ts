@@ -100,6 +100,7 @@ const LAYERS: Array<[layer: string, modules: RegExp]> = [
   ['schemas', /^schemas\//],
   ['settings', /^(config|configured-storage)\.ts$/],
   ['logging', /^logging\//],
+  ['tracing', /^tracing\//],
   ['socket', /^socket\//],
   ['plugins', /^plugins\//],
   ['routes', /^routes\//],

@@ -117,6 +117,19 @@ export class Metrics {
     })
   }
 
+  /** Reports the spans tracing dropped, as `dropped` counts them (only while tracing is on). */
+  droppedSpans(dropped: () => number): void {
+    new Counter({
+      name: 'plantstore_trace_spans_dropped_total',
+      help: 'Spans dropped because the export queue was full (OTEL_BSP_MAX_QUEUE_SIZE): a slow or unreachable collector',
+      registers: [this.registry],
+      collect() {
+        this.reset()
+        this.inc(dropped())
+      },
+    })
+  }
+
   /** Reports the rows of pages in progress at each scrape, as `rows` tells it. */
   pagesInProgress(rows: () => number): void {
     new Gauge({

@@ -4,13 +4,13 @@ import { WebhookDispatcher, type DispatcherOptions } from '../webhooks/dispatche
 import type { Metrics } from './metrics.js'
 
 /** Delivery settings the host chooses; the rest comes from the app. */
-export type DeliverySettings = Omit<DispatcherOptions, 'allowPrivate' | 'onAttempt' | 'onError'>
+export type DeliverySettings = Omit<DispatcherOptions, 'allowPrivate' | 'onAttempt' | 'onError' | 'traceAttempt'>
 
 /** Runs a webhook dispatcher while the app serves: started once listening, stopped (attempts finished) on close. */
 export function registerWebhookDispatcher(
   app: FastifyInstance,
   webhooks: WebhookStore,
-  settings: DeliverySettings & { allowPrivate: boolean },
+  settings: DeliverySettings & Pick<DispatcherOptions, 'allowPrivate' | 'traceAttempt'>,
   metrics: Metrics,
 ): void {
   // One warning per outage, not one per poll.

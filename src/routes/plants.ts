@@ -9,7 +9,7 @@ import { callerOf } from '../auth/caller.js'
 import type { IdempotencyHooks } from '../plugins/idempotency.js'
 import { pageBudgetHook, type PageBudget, type PageBudgetBound } from '../plugins/page-budget.js'
 import { IdempotencyHeaders, REPLAYED_HEADERS } from '../schemas/idempotency-key.js'
-import type { PlantStore, StoredPlant } from '../storage/index.js'
+import type { EventOf, PlantStore, StoredPlant } from '../storage/index.js'
 import { plantCreated, plantDeleted } from '../webhooks/events.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import { creationErrorResponses, errorResponses, withExamples } from './error-responses.js'
@@ -65,13 +65,20 @@ export interface PlantRoutesOptions {
   onPageRefused?: (bound: PageBudgetBound) => void
   /** Claims, keeps and replays the Idempotency-Key of POST /plants. */
   idempotency: IdempotencyHooks
+  /** The `traceparent` of the request being served, when traced: its webhook events carry it. */
+  traceparent?: () => string | undefined
 }
 
 /** POST /plants, GET /plants, GET /plants/{id}, DELETE /plants/{id}. */
 export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async (
   app,
-  { plants, pageBudget, onPageRefused, idempotency },
+  { plants, pageBudget, onPageRefused, idempotency, traceparent },
 ) => {
+  // The events of a traced request carry its trace, for their deliveries to continue it.
+  const traced = <T>(event: EventOf<T>): EventOf<T> =>
+    traceparent === undefined ? event : (subject) => ({ ...event(subject), traceparent: traceparent() })
+  const created = traced(plantCreated)
+  const deleted = traced(plantDeleted)
   // A page weighs its limit: the rows it may hold, known before it is made.
   const holdPage = pageBudgetHook(
     pageBudget,
@@ -110,7 +117,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
     async (request) => {
       const { id, name, tag } = request.body
       const plant: StoredPlant = { id, name, tag: tag ?? null }
-      const outcome = await plants.create(callerOf(request).accountId, plant, plantCreated)
+      const outcome = await plants.create(callerOf(request).accountId, plant, created)
       if (outcome === 'conflict') {
         throw new ApiError('conflict', `a plant with id ${id} already exists with a different name or tag`)
       }
@@ -214,8 +221,8 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
     },
     async (request, reply) => {
       const { id } = request.params
-      const deleted = await plants.delete(callerOf(request).accountId, id, plantDeleted)
-      if (!deleted) throw new ApiError('plantNotFound', `no plant with id ${id}`)
+      const removed = await plants.delete(callerOf(request).accountId, id, deleted)
+      if (!removed) throw new ApiError('plantNotFound', `no plant with id ${id}`)
       return reply.code(204).send(null)
     },
   )

@@ -106,6 +106,7 @@ export interface DeliveryRow {
   event_id: string
   event_type: string
   body: string
+  traceparent: string | null
   created_at: Time
   first_attempt_at: Time
   attempts: number
@@ -122,6 +123,7 @@ export function toClaimedDelivery(row: DeliveryRow, lease: string): ClaimedDeliv
     id: String(row.id),
     lease,
     eventId: row.event_id,
+    traceparent: row.traceparent,
     eventType: row.event_type,
     body: row.body,
     url: row.url,

@@ -49,6 +49,8 @@ export interface OutboxEvent {
   id: string
   type: string
   body: string
+  /** The W3C `traceparent` of the change that made it, when traced: its deliveries continue that trace. */
+  traceparent?: string
 }
 
 /**
@@ -197,6 +199,8 @@ export interface ClaimedDelivery {
   id: string
   lease: string
   eventId: string
+  /** The `traceparent` its event was written with; null when its change was not traced. */
+  traceparent: string | null
   eventType: string
   body: string
   url: string

@@ -27,6 +27,11 @@ export interface DispatcherOptions {
   onAttempt?: (outcome: DeliveryOutcome['state'], seconds: number, eventAgeSeconds: number) => void
   /** Told when reading or writing the outbox fails (the dispatcher keeps going). */
   onError?: (err: unknown) => void
+  /** Runs each attempt inside a span of its own, whose headers (`traceparent`) the attempt sends; none when absent. */
+  traceAttempt?: (
+    delivery: ClaimedDelivery,
+    attempt: (headers: Record<string, string>) => Promise<AttemptResult>,
+  ) => Promise<AttemptResult>
 }
 
 const MAX_RETRY_DELAY_MS = 3_600_000
@@ -58,7 +63,7 @@ export function outcomeOf(
   return { ...report, state: 'retry', nextAttemptAt }
 }
 
-type Settings = Required<Omit<DispatcherOptions, 'onAttempt' | 'onError'>> & DispatcherOptions
+type Settings = Required<Omit<DispatcherOptions, 'onAttempt' | 'onError' | 'traceAttempt'>> & DispatcherOptions
 
 /**
  * Delivers the outbox: claims the next attempt of ready subscriptions (leased, so a crash mid-attempt only delays
@@ -181,7 +186,10 @@ export class WebhookDispatcher {
       ...signatureHeaders(delivery.secret, delivery.eventId, delivery.body),
       'plantstore-event-type': delivery.eventType,
     }
-    const result = await send(delivery.url, headers, delivery.body, this.#options)
+    const attempt = (trace: Record<string, string>) =>
+      send(delivery.url, { ...headers, ...trace }, delivery.body, this.#options)
+    const { traceAttempt } = this.#options
+    const result = await (traceAttempt ? traceAttempt(delivery, attempt) : attempt({}))
     const durationMs = performance.now() - started
     const outcome = outcomeOf(delivery, result, { startedAt, durationMs }, this.#options)
     const age = (Date.now() - delivery.createdAt.getTime()) / 1000

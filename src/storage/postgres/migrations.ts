@@ -192,6 +192,11 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       );
     `,
   },
+  {
+    version: 10,
+    // The W3C trace context of the change that wrote each event, so that its deliveries continue the change's trace.
+    sql: 'ALTER TABLE webhook_deliveries ADD COLUMN traceparent text;',
+  },
 ]
 
 // An arbitrary constant ("plantsto" in ASCII): every plantstore migrator takes the same lock.

@@ -41,12 +41,12 @@ import { guard } from './errors.js'
  * versions there faster than autovacuum removes them (with a 500,000-delivery backlog, POSTs of an account without
  * subscriptions ran at 0.63 of their rate without the backlog). An account with subscriptions still reads the table.
  *
- * Text, with the account's id as the parameter `account` and its own five numbered from `$at` (queueEventValues
+ * Text, with the account's id as the parameter `account` and its own six numbered from `$at` (queueEventValues
  * gives them), so that a change's statement is one constant string: built from fragments, postgres.js assembled it
  * again on every call, 30 µs of a POST.
  */
 export function queueEventText(account: string, at: number): string {
-  const [cap, needle, id, type, body] = [0, 1, 2, 3, 4].map((i) => `$${at + i}`)
+  const [cap, needle, id, type, body, trace] = [0, 1, 2, 3, 4, 5].map((i) => `$${at + i}`)
   return `subs AS (
       SELECT s.id, (${cap}::int > 0 AND s.queued >= ${cap}::int) AS at_cap FROM webhook_subscriptions s
       WHERE s.account_id = ${account} AND s.state = 'active'
@@ -54,8 +54,9 @@ export function queueEventText(account: string, at: number): string {
         AND (SELECT subscriptions > 0 FROM accounts WHERE id = ${account})
       ORDER BY s.id FOR UPDATE),
     queued AS (
-      INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
-      SELECT id, ${id}, ${type}, ${body}, now(), now() FROM subs WHERE NOT at_cap),
+      INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, traceparent, created_at,
+        next_attempt_at)
+      SELECT id, ${id}, ${type}, ${body}, ${trace}::text, now(), now() FROM subs WHERE NOT at_cap),
     requeued AS (
       UPDATE webhook_subscriptions s SET queued = CASE WHEN subs.at_cap THEN s.queued ELSE s.queued + 1 END,
         state = CASE WHEN subs.at_cap THEN 'disabled' ELSE s.state END,
@@ -66,9 +67,9 @@ export function queueEventText(account: string, at: number): string {
       FROM subs WHERE s.id = subs.id AND EXISTS (SELECT 1 FROM subs))`
 }
 
-/** The values of queueEventText's five parameters, in its order. */
+/** The values of queueEventText's six parameters, in its order. */
 export const queueEventValues = (event: OutboxEvent, cap: number) =>
-  [cap, ` ${event.type} `, event.id, event.type, event.body] as const
+  [cap, ` ${event.type} `, event.id, event.type, event.body, event.traceparent ?? null] as const
 
 /**
  * One batch of settling (see Storage.settleDisabled) for the disabled subscription `target` selects and locks: up to
@@ -220,8 +221,8 @@ export class PostgresWebhooks implements WebhookStore {
           FROM leased CROSS JOIN LATERAL (SELECT o.id FROM webhook_deliveries o
             WHERE o.subscription_id = leased.id AND o.state = 'pending' ORDER BY o.id LIMIT 1) h
           WHERE d.id = h.id
-          RETURNING d.id::text AS id, d.event_id, d.event_type, d.body, d.created_at, d.first_attempt_at, d.attempts,
-            d.subscription_id)
+          RETURNING d.id::text AS id, d.event_id, d.event_type, d.body, d.traceparent, d.created_at, d.first_attempt_at,
+            d.attempts, d.subscription_id)
         SELECT heads.*, leased.id AS leased_id, leased.url, leased.secret, leased.failures, leased.failing_since
         FROM leased LEFT JOIN heads ON heads.subscription_id = leased.id`,
     )

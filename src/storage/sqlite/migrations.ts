@@ -182,6 +182,11 @@ export const migrations: ReadonlyArray<{ version: number; sql: string }> = [
       END;
     `,
   },
+  {
+    version: 10,
+    // The W3C trace context of the change that wrote each event, so that its deliveries continue the change's trace.
+    sql: 'ALTER TABLE webhook_deliveries ADD COLUMN traceparent TEXT;',
+  },
 ]
 
 /** Versions this release needs that the database lacks. */

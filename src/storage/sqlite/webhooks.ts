@@ -95,8 +95,8 @@ export class SqliteWebhooks implements WebhookStore {
       "SELECT id, queued, event_types FROM webhook_subscriptions WHERE account_id = ? AND state = 'active'",
     )
     this.#insertDelivery = db.prepare(
-      `INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, created_at, next_attempt_at)
-       VALUES (?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, body, traceparent, created_at,
+         next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
     )
     this.#countQueued = db.prepare('UPDATE webhook_subscriptions SET queued = queued + ? WHERE id = ?')
     this.#anyReady = db
@@ -108,7 +108,8 @@ export class SqliteWebhooks implements WebhookStore {
     this.#choose = db.prepare(CHOOSE).pluck()
     this.#lease = db.prepare('UPDATE webhook_subscriptions SET lease = ?, next_attempt_at = ? WHERE id = ?')
     this.#head = db.prepare(
-      `SELECT d.id, d.event_id, d.event_type, d.body, d.created_at, d.first_attempt_at, d.attempts, d.subscription_id,
+      `SELECT d.id, d.event_id, d.event_type, d.body, d.traceparent, d.created_at, d.first_attempt_at, d.attempts,
+         d.subscription_id,
          s.url, s.secret, s.failures, s.failing_since
        FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
        WHERE d.subscription_id = ? AND d.state = 'pending' ORDER BY d.id LIMIT 1`,
@@ -192,7 +193,7 @@ export class SqliteWebhooks implements WebhookStore {
         this.#disable.run('backlog', now, subscription.id)
         continue
       }
-      this.#insertDelivery.run(subscription.id, event.id, event.type, event.body, now, now)
+      this.#insertDelivery.run(subscription.id, event.id, event.type, event.body, event.traceparent ?? null, now, now)
       this.#countQueued.run(1, subscription.id)
     }
   }

@@ -1,0 +1,282 @@
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { after, before, describe, test } from 'node:test'
+import { backends, type TestDatabase } from '../helpers/backends.js'
+import { startOtlpReceiver } from '../helpers/otlp-receiver.js'
+import { startReceiver } from '../helpers/receiver.js'
+import {
+  cleanup,
+  eventually,
+  http,
+  runCli,
+  startServer,
+  tempDir,
+  type ServerProcess,
+} from '../helpers/server-process.js'
+
+after(cleanup)
+
+const TRACE_ID = '0af7651916cd43dd8448eb211c80319c'
+const PARENT_ID = 'b7ad6b7169203331'
+
+const PROTOCOLS = [
+  ['http/json', 'application/json'],
+  ['http/protobuf', 'application/x-protobuf'],
+] as const
+
+for (const backend of backends)
+  for (const [protocol, contentType] of PROTOCOLS) {
+    describe(`traces over OTLP/HTTP, ${protocol} (${backend.name})`, () => {
+      let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>
+      let database: TestDatabase
+      let server: ServerProcess
+      const token = 'pst_' + randomBytes(32).toString('base64url')
+      before(async () => {
+        receiver = await startOtlpReceiver()
+        database = await backend.createDatabase()
+        server = await startServer({
+          database: database.url,
+          env: {
+            PLANTSTORE_BOOTSTRAP_TOKEN: token,
+            OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+            OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+            OTEL_SERVICE_NAME: 'plantstore-under-test',
+            PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true',
+            OTEL_BSP_SCHEDULE_DELAY: '100',
+          },
+        })
+        await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
+      })
+      after(async () => {
+        await server?.stop()
+        await database?.dispose()
+        await receiver?.close()
+      })
+
+      test("continues the caller's traceparent: the request's SERVER span, its storage spans, service.name", async () => {
+        const traceparent = `00-${TRACE_ID}-${PARENT_ID}-01`
+        const created = await http(server.baseUrl, 'POST', '/plants', {
+          token,
+          body: { id: 7, name: 'Secret Fern', tag: 'private-tag' },
+          headers: { traceparent, 'x-request-id': 'trace-test-1' },
+        })
+        assert.equal(created.status, 200, created.text)
+        await eventually(async () => receiver.spans.some((s) => s.traceId === TRACE_ID && s.kind === 2), 10_000, 50)
+        const request = receiver.spans.find((s) => s.traceId === TRACE_ID && s.kind === 2)!
+        assert.equal(request.parentSpanId, PARENT_ID)
+        assert.equal(request.name, 'POST /plants')
+        assert.equal(request.attributes['http.route'], '/plants')
+        assert.equal(request.attributes['http.response.status_code'], 200)
+        assert.equal(request.attributes['plantstore.request_id'], 'trace-test-1')
+        assert.equal(request.resource['service.name'], 'plantstore-under-test')
+        assert.ok(
+          receiver.contentTypes.every((type) => type.startsWith(contentType)),
+          receiver.contentTypes.join(),
+        )
+        await eventually(async () => receiver.spans.some((s) => s.name === 'createPlant'), 10_000, 50)
+        const storage = receiver.spans.find((s) => s.name === 'createPlant')!
+        assert.equal(storage.traceId, TRACE_ID)
+        assert.equal(storage.kind, 3, 'CLIENT')
+        assert.equal(storage.attributes['db.system.name'], backend.name === 'sqlite' ? 'sqlite' : 'postgresql')
+        assert.equal(storage.attributes['db.operation.name'], 'createPlant')
+      })
+
+      test("delivers the webhook a POST causes in that POST's trace: a CLIENT span, and traceparent to the receiver", async () => {
+        const hooks = await startReceiver()
+        try {
+          const url = `${hooks.url}/hook?key=receiver-secret`
+          const add = ['webhooks', 'add', '--account', 'default', '--url', url, '--database', database.url]
+          const added = await runCli(add, { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true' })
+          assert.equal(added.code, 0, added.stderr)
+          const traceId = 'feedface'.repeat(4)
+          const traceparent = `00-${traceId}-${PARENT_ID}-01`
+          const created = await http(server.baseUrl, 'POST', '/plants', {
+            token,
+            body: { id: 8, name: 'Hooked' },
+            headers: { traceparent },
+          })
+          assert.equal(created.status, 200, created.text)
+          const [delivery] = await hooks.waitFor(1, 15_000)
+          assert.match(String(delivery!.headers.traceparent), new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
+          await eventually(async () => receiver.spans.some((s) => s.name === 'webhook plant.created'), 10_000, 50)
+          const span = receiver.spans.find((s) => s.name === 'webhook plant.created')!
+          assert.equal(span.traceId, traceId)
+          assert.equal(span.kind, 3, 'CLIENT')
+          assert.equal(
+            String(delivery!.headers.traceparent).split('-')[2],
+            span.spanId,
+            'the receiver continues the span',
+          )
+          assert.equal(span.attributes['http.response.status_code'], 200)
+          assert.equal(Buffer.concat(receiver.bodies).includes('receiver-secret'), false, 'the URL is not recorded')
+        } finally {
+          await hooks.close()
+        }
+      })
+
+      test('puts neither the bearer token nor plant text in any span: the path goes without its query', async () => {
+        const listed = await http(server.baseUrl, 'GET', '/plants?tag=private-tag', {
+          token,
+          headers: { 'x-request-id': 'trace-test-2' },
+        })
+        assert.equal(listed.status, 200)
+        await eventually(
+          async () => receiver.spans.some((s) => s.attributes['plantstore.request_id'] === 'trace-test-2'),
+          10_000,
+          50,
+        )
+        const span = receiver.spans.find((s) => s.attributes['plantstore.request_id'] === 'trace-test-2')!
+        assert.equal(span.attributes['url.path'], '/plants')
+        const everything = Buffer.concat(receiver.bodies)
+        for (const secret of [token, token.slice(4), 'Secret Fern', 'private-tag']) {
+          assert.equal(everything.includes(secret), false, `a span carries ${secret === token ? 'the token' : secret}`)
+        }
+      })
+    })
+  }
+
+for (const backend of backends) {
+  describe(`tracing at the edges (${backend.name})`, () => {
+    test('a collector that refuses connections changes no answer', async () => {
+      const refusing = await startOtlpReceiver()
+      await refusing.close()
+      const database = await backend.createDatabase()
+      const token = 'pst_' + randomBytes(32).toString('base64url')
+      const server = await startServer({
+        database: database.url,
+        env: {
+          PLANTSTORE_BOOTSTRAP_TOKEN: token,
+          OTEL_EXPORTER_OTLP_ENDPOINT: refusing.url,
+          OTEL_BSP_SCHEDULE_DELAY: '10',
+        },
+      })
+      try {
+        await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
+        for (let id = 1; id <= 20; id++) {
+          const created = await http(server.baseUrl, 'POST', '/plants', { token, body: { id, name: `p${id}` } })
+          assert.equal(created.status, 200, created.text)
+        }
+        const listed = await http(server.baseUrl, 'GET', '/plants?limit=100', { token })
+        assert.equal(JSON.parse(listed.text).length, 20)
+        assert.equal((await http(server.baseUrl, 'GET', '/plants/404', { token })).status, 404)
+      } finally {
+        await server.stop()
+        await database.dispose()
+      }
+    })
+
+    test('a collector that never answers costs spans, counted in /metrics, and no request its answer', async () => {
+      const hanging = createServer(() => {})
+      await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve))
+      const database = await backend.createDatabase()
+      const token = 'pst_' + randomBytes(32).toString('base64url')
+      const server = await startServer({
+        database: database.url,
+        env: {
+          PLANTSTORE_BOOTSTRAP_TOKEN: token,
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`,
+          OTEL_BSP_MAX_QUEUE_SIZE: '8',
+          OTEL_BSP_SCHEDULE_DELAY: '10',
+        },
+      })
+      try {
+        await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
+        for (let id = 1; id <= 30; id++) {
+          const created = await http(server.baseUrl, 'POST', '/plants', { token, body: { id, name: `p${id}` } })
+          assert.equal(created.status, 200, created.text)
+        }
+        const metrics = await http(server.baseUrl, 'GET', '/metrics')
+        const dropped = /^plantstore_trace_spans_dropped_total (\d+)$/m.exec(metrics.text)
+        assert.ok(
+          dropped && Number(dropped[1]) > 0,
+          metrics.text
+            .split('\n')
+            .filter((l) => l.includes('trace'))
+            .join('\n'),
+        )
+      } finally {
+        await server.stop('SIGKILL')
+        await database.dispose()
+        hanging.closeAllConnections()
+        hanging.close()
+      }
+    })
+
+    test('an OTLP protocol it does not speak stops the start with one line naming the variable', async () => {
+      const database = await backend.createDatabase()
+      try {
+        const result = await runCli(['serve', '--port', '0', '--database', database.url], {
+          OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
+          OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+        })
+        assert.equal(result.code, 1)
+        assert.equal(
+          result.stderr.trim(),
+          'plantstore: OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" is not http/protobuf or http/json',
+        )
+      } finally {
+        await database.dispose()
+      }
+    })
+
+    test('without an endpoint, no OpenTelemetry module is loaded at all; with one, they are', async () => {
+      const imported = async (env: Record<string, string>) => {
+        const file = join(tempDir(), 'imports.txt')
+        const database = await backend.createDatabase()
+        const token = 'pst_' + randomBytes(32).toString('base64url')
+        const server = await startServer({
+          database: database.url,
+          env: {
+            PLANTSTORE_BOOTSTRAP_TOKEN: token,
+            NODE_OPTIONS: `--import=${fileURLToPath(new URL('../helpers/record-imports.mjs', import.meta.url))}`,
+            PLANTSTORE_TEST_IMPORTS: file,
+            ...env,
+          },
+        })
+        try {
+          await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
+        } finally {
+          await server.stop()
+          await database.dispose()
+        }
+        return readFileSync(file, 'utf8')
+          .split('\n')
+          .filter((line) => /opentelemetry|@fastify\/otel/.test(line))
+      }
+      assert.deepEqual(await imported({}), [])
+      assert.ok((await imported({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' })).length > 0)
+    })
+
+    test('a graceful stop sends the spans still buffered', async () => {
+      const receiver = await startOtlpReceiver()
+      const database = await backend.createDatabase()
+      const token = 'pst_' + randomBytes(32).toString('base64url')
+      const server = await startServer({
+        database: database.url,
+        env: {
+          PLANTSTORE_BOOTSTRAP_TOKEN: token,
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+          // Far longer than the test: only the stop can send them.
+          OTEL_BSP_SCHEDULE_DELAY: '600000',
+        },
+      })
+      try {
+        await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
+        const traceparent = `00-${'1'.repeat(32)}-${PARENT_ID}-01`
+        await http(server.baseUrl, 'GET', '/plants', { token, headers: { traceparent } })
+        assert.equal(receiver.spans.length, 0, 'nothing sent before the stop')
+        await server.stop()
+        assert.ok(receiver.spans.some((span) => span.traceId === '1'.repeat(32) && span.kind === 2))
+      } finally {
+        await database.dispose()
+        await receiver.close()
+      }
+    })
+  })
+}
