@@ -75,8 +75,9 @@ export function startTracing(backend: 'sqlite' | 'postgresql', env: NodeJS.Proce
   const instrumentation = new FastifyOtelInstrumentation({
     requestHook: describeRequest,
     recordExceptions: false,
-    // One span per request: a span per hook would cost more than most of them do.
+    // One span per request: a span per hook, or for the handler within it, would cost more than most of them do.
     instrumentHooks: false,
+    instrumentHandler: false,
   })
   instrumentation.setTracerProvider(provider)
   const tracer = provider.getTracer('plantstore')
