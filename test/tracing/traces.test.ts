@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { after, before, describe, test } from 'node:test'
-import { backends, type TestDatabase } from '../helpers/backends.js'
+import { backends, type TestBackend, type TestDatabase } from '../helpers/backends.js'
 import { startOtlpReceiver } from '../helpers/otlp-receiver.js'
 import { startReceiver } from '../helpers/receiver.js'
 import {
@@ -140,68 +140,71 @@ for (const backend of backends)
     })
   }
 
+/**
+ * Runs `run` against a server on a fresh database of `backend`, started with `env` and a bootstrap token and ready,
+ * then stops it (`signal`) and drops the database.
+ */
+async function withServer(
+  backend: TestBackend,
+  env: Record<string, string>,
+  run: (server: ServerProcess, token: string) => Promise<void>,
+  signal?: NodeJS.Signals,
+): Promise<void> {
+  const database = await backend.createDatabase()
+  const token = 'pst_' + randomBytes(32).toString('base64url')
+  const server = await startServer({ database: database.url, env: { PLANTSTORE_BOOTSTRAP_TOKEN: token, ...env } })
+  try {
+    await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
+    await run(server, token)
+  } finally {
+    await server.stop(signal)
+    await database.dispose()
+  }
+}
+
+/** POSTs plants 1..count, each answered 200. */
+async function createPlants(server: ServerProcess, token: string, count: number): Promise<void> {
+  for (let id = 1; id <= count; id++) {
+    const created = await http(server.baseUrl, 'POST', '/plants', { token, body: { id, name: `p${id}` } })
+    assert.equal(created.status, 200, created.text)
+  }
+}
+
 for (const backend of backends) {
   describe(`tracing at the edges (${backend.name})`, () => {
     test('a collector that refuses connections changes no answer', async () => {
       const refusing = await startOtlpReceiver()
       await refusing.close()
-      const database = await backend.createDatabase()
-      const token = 'pst_' + randomBytes(32).toString('base64url')
-      const server = await startServer({
-        database: database.url,
-        env: {
-          PLANTSTORE_BOOTSTRAP_TOKEN: token,
-          OTEL_EXPORTER_OTLP_ENDPOINT: refusing.url,
-          OTEL_BSP_SCHEDULE_DELAY: '10',
-        },
-      })
-      try {
-        await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
-        for (let id = 1; id <= 20; id++) {
-          const created = await http(server.baseUrl, 'POST', '/plants', { token, body: { id, name: `p${id}` } })
-          assert.equal(created.status, 200, created.text)
-        }
+      const env = { OTEL_EXPORTER_OTLP_ENDPOINT: refusing.url, OTEL_BSP_SCHEDULE_DELAY: '10' }
+      await withServer(backend, env, async (server, token) => {
+        await createPlants(server, token, 20)
         const listed = await http(server.baseUrl, 'GET', '/plants?limit=100', { token })
         assert.equal(JSON.parse(listed.text).length, 20)
         assert.equal((await http(server.baseUrl, 'GET', '/plants/404', { token })).status, 404)
-      } finally {
-        await server.stop()
-        await database.dispose()
-      }
+      })
     })
 
     test('a collector that never answers costs spans, counted in /metrics, and no request its answer', async () => {
       const hanging = createServer(() => {})
       await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve))
-      const database = await backend.createDatabase()
-      const token = 'pst_' + randomBytes(32).toString('base64url')
-      const server = await startServer({
-        database: database.url,
-        env: {
-          PLANTSTORE_BOOTSTRAP_TOKEN: token,
-          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`,
-          OTEL_BSP_MAX_QUEUE_SIZE: '8',
-          OTEL_BSP_SCHEDULE_DELAY: '10',
-        },
-      })
+      const env = {
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`,
+        OTEL_BSP_MAX_QUEUE_SIZE: '8',
+        OTEL_BSP_SCHEDULE_DELAY: '10',
+      }
       try {
-        await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
-        for (let id = 1; id <= 30; id++) {
-          const created = await http(server.baseUrl, 'POST', '/plants', { token, body: { id, name: `p${id}` } })
-          assert.equal(created.status, 200, created.text)
-        }
-        const metrics = await http(server.baseUrl, 'GET', '/metrics')
-        const dropped = /^plantstore_trace_spans_dropped_total (\d+)$/m.exec(metrics.text)
-        assert.ok(
-          dropped && Number(dropped[1]) > 0,
-          metrics.text
-            .split('\n')
-            .filter((l) => l.includes('trace'))
-            .join('\n'),
+        await withServer(
+          backend,
+          env,
+          async (server, token) => {
+            await createPlants(server, token, 30)
+            const metrics = (await http(server.baseUrl, 'GET', '/metrics')).text
+            const dropped = /^plantstore_trace_spans_dropped_total (\d+)$/m.exec(metrics)
+            assert.ok(dropped && Number(dropped[1]) > 0, metrics.match(/^plantstore_trace.*$/gm)?.join('\n'))
+          },
+          'SIGKILL',
         )
       } finally {
-        await server.stop('SIGKILL')
-        await database.dispose()
         hanging.closeAllConnections()
         hanging.close()
       }
@@ -225,25 +228,14 @@ for (const backend of backends) {
     })
 
     test('without an endpoint, no OpenTelemetry module is loaded at all; with one, they are', async () => {
+      const hook = fileURLToPath(new URL('../helpers/record-imports.mjs', import.meta.url))
       const imported = async (env: Record<string, string>) => {
         const file = join(tempDir(), 'imports.txt')
-        const database = await backend.createDatabase()
-        const token = 'pst_' + randomBytes(32).toString('base64url')
-        const server = await startServer({
-          database: database.url,
-          env: {
-            PLANTSTORE_BOOTSTRAP_TOKEN: token,
-            NODE_OPTIONS: `--import=${fileURLToPath(new URL('../helpers/record-imports.mjs', import.meta.url))}`,
-            PLANTSTORE_TEST_IMPORTS: file,
-            ...env,
-          },
-        })
-        try {
-          await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
-        } finally {
-          await server.stop()
-          await database.dispose()
-        }
+        await withServer(
+          backend,
+          { NODE_OPTIONS: `--import=${hook}`, PLANTSTORE_TEST_IMPORTS: file, ...env },
+          async () => {},
+        )
         return readFileSync(file, 'utf8')
           .split('\n')
           .filter((line) => /opentelemetry|@fastify\/otel/.test(line))
@@ -254,27 +246,21 @@ for (const backend of backends) {
 
     test('a graceful stop sends the spans still buffered', async () => {
       const receiver = await startOtlpReceiver()
-      const database = await backend.createDatabase()
-      const token = 'pst_' + randomBytes(32).toString('base64url')
-      const server = await startServer({
-        database: database.url,
-        env: {
-          PLANTSTORE_BOOTSTRAP_TOKEN: token,
-          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-          // Far longer than the test: only the stop can send them.
-          OTEL_BSP_SCHEDULE_DELAY: '600000',
-        },
-      })
+      // Far longer than the test: only the stop can send them.
+      const env = {
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_BSP_SCHEDULE_DELAY: '600000',
+      }
       try {
-        await eventually(async () => (await http(server.baseUrl, 'GET', '/plants', { token })).status === 200, 10_000)
-        const traceparent = `00-${'1'.repeat(32)}-${PARENT_ID}-01`
-        await http(server.baseUrl, 'GET', '/plants', { token, headers: { traceparent } })
-        assert.equal(receiver.spans.length, 0, 'nothing sent before the stop')
-        await server.stop()
-        assert.ok(receiver.spans.some((span) => span.traceId === '1'.repeat(32) && span.kind === 2))
+        await withServer(backend, env, async (server, token) => {
+          const traceparent = `00-${'1'.repeat(32)}-${PARENT_ID}-01`
+          await http(server.baseUrl, 'GET', '/plants', { token, headers: { traceparent } })
+          assert.equal(receiver.spans.length, 0, 'nothing sent before the stop')
+          await server.stop()
+          assert.ok(receiver.spans.some((span) => span.traceId === '1'.repeat(32) && span.kind === 2))
+        })
       } finally {
-        await database.dispose()
         await receiver.close()
       }
     })
