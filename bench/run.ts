@@ -2,6 +2,8 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { redactUrl } from '../src/redact.js'
@@ -15,7 +17,7 @@ import { checkPages, DEEP_CURSORS, deepCursors } from './page-checks.js'
 import { CATALOGUE, pageBody } from './plants.js'
 import { errorLines, markdownReport } from './report.js'
 import type { Measurement } from './report-rows.js'
-import { newTarget, runScenario, type RoundsContext, type Target } from './rounds.js'
+import { newTarget, runScenario, type Pair, type RoundsContext, type Target } from './rounds.js'
 import { prepareRuntimes } from './runtimes.js'
 import { ACCOUNT_NAMES, count, type AccountKey, type Scenario } from './scenarios.js'
 import {
@@ -37,24 +39,41 @@ const BACKENDS_RUN = BACKENDS.filter((backend) => backend === 'SQLite' || POSTGR
 const log = (line: string): void => void process.stdout.write(line + '\n')
 const took = (since: number) => `${Math.round((performance.now() - since) / 1000)} s`
 
+/** An OTLP collector in the harness that takes every export at once, for the traced services. */
+async function traceCollector(context: ServerContext): Promise<string> {
+  const sink = createServer((req, res) => void req.resume().on('end', () => res.end('{}')))
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve))
+  context.cleanup.add('stop the trace collector', () => (sink.closeAllConnections(), sink.close()))
+  return `http://127.0.0.1:${(sink.address() as AddressInfo).port}`
+}
+
 /**
- * The header scenarios' targets (issue 30): each service on the first Node twice, without and with the header (an
- * allowed Origin on each GET; an Idempotency-Key of its own on each POST), a pair on one server.
+ * The pair scenarios on the services themselves: each service of the first Node beside the same server sent a header
+ * (issue 30: an allowed Origin, or a key of its own per POST), or a twin on its database traced (issue 31).
  */
-function headerPairs(targets: Target[]) {
-  const services = targets.filter((t) => BACKENDS_RUN.some((b) => b === t.server.label))
-  const views = (what: string, env: Record<string, string>) =>
-    services.map((t) => {
-      const label = `${t.server.label} ${what}`
-      const pair = { name: label, without: t.server.label, with: label }
-      return { pair, targets: [t, { ...t, server: { ...t.server, label }, env }] }
-    })
-  const cors = views('with Origin', { PLANTSTORE_BENCH_ORIGIN: CORS_ORIGIN })
-  const keyed = views('with Idempotency-Key', { PLANTSTORE_BENCH_KEYED: '1' })
-  return {
-    targets: { cors: cors.flatMap((v) => v.targets), idempotency: keyed.flatMap((v) => v.targets) },
-    pairs: [...cors, ...keyed].map((v) => v.pair),
+async function variantPairs(targets: Target[], uses: (kind: Scenario['compare']) => boolean, context: ServerContext) {
+  const endpoint = uses('tracing') ? await traceCollector(context) : ''
+  const plans: Array<[Scenario['compare'], string, Record<string, string>]> = [
+    ['cors', 'with Origin', { PLANTSTORE_BENCH_ORIGIN: CORS_ORIGIN }],
+    ['idempotency', 'with Idempotency-Key', { PLANTSTORE_BENCH_KEYED: '1' }],
+    ['tracing', 'traced', { OTEL_TRACES_SAMPLER: 'always_on' }],
+    ['tracing', 'traced 1%', { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' }],
+  ]
+  const on: Partial<Record<Scenario['compare'], Target[]>> = {}
+  const pairs: Pair[] = []
+  for (const [kind, what, env] of plans.filter(([kind]) => uses(kind))) {
+    for (const service of targets.filter((t) => BACKENDS_RUN.some((b) => b === t.server.label))) {
+      const [label, { databaseUrl, tokens }] = [`${service.server.label} ${what}`, service]
+      const otel = { env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, ...env } }
+      const twin = kind === 'tracing' && (await startService(label, databaseUrl!, tokens.list!, context, otel))
+      pairs.push({ name: label, without: service.server.label, with: label })
+      const variant = twin
+        ? newTarget(twin, tokens, databaseUrl)
+        : { ...service, server: { ...service.server, label }, env }
+      ;(on[kind] ??= []).push(service, variant)
+    }
   }
+  return { targets: on, pairs }
 }
 
 /** A service or a plain handler, on a backend and a Node, and the accounts its database holds. */
@@ -128,7 +147,7 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
     const token = randomBytes(32).toString('base64url')
     starts.push(startReference(pageBody(0), token, serverContext).then((server) => newTarget(server, { list: token })))
   }
-  const headed = uses('cors') || uses('idempotency')
+  const headed = uses('cors') || uses('idempotency') || uses('tracing')
   const accounts: AccountKey[] = [
     ...(uses('reference') || headed ? ['list' as const] : []),
     ...(uses('size') ? (['small', 'large'] as const) : []),
@@ -146,7 +165,7 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
   const backups = uses('backup') ? startBackupLoad(options.sizes.large, serverContext) : undefined
   await settleAll<unknown>(backups ? [...starts, backups] : starts)
   const targets = await Promise.all(starts)
-  const headers = headed ? headerPairs(targets) : undefined
+  const variants = headed ? await variantPairs(targets, uses, serverContext) : undefined
   await checkPages(targets, options.sizes)
   // Only now: seeding used both cores while no server was measured.
   pinSelf(pinning)
@@ -164,7 +183,7 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
     }
     const on = {
       ...{ reference: targets, size: targets, backlog: twins?.targets, backup: (await backups)?.targets },
-      ...headers?.targets,
+      ...variants?.targets,
     }
     measurements.push(...(await runScenario(scenario, on[scenario.compare] ?? [], context)))
   }
@@ -187,7 +206,7 @@ async function measure(options: BenchOptions, cleanup: Cleanup): Promise<number>
     scenarios: options.scenarios,
     servers: targets.map((t) => t.server.label),
     plain,
-    pairs: [...(twins?.pairs ?? []), ...((await backups)?.pairs ?? []), ...(headers?.pairs ?? [])],
+    pairs: [...(twins?.pairs ?? []), ...((await backups)?.pairs ?? []), ...(variants?.pairs ?? [])],
     measurements,
     notes,
     problems: writes?.problems ?? [],

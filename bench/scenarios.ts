@@ -10,7 +10,7 @@ export interface Scenario {
   /** What is measured, for the report. */
   description: (sizes: BenchSizes) => string
   requests: 'get' | 'post' | 'mix' | 'delete' | 'deep'
-  compare: 'reference' | 'size' | 'backlog' | 'backup' | 'cors' | 'idempotency'
+  compare: 'reference' | 'size' | 'backlog' | 'backup' | 'cors' | 'idempotency' | 'tracing'
   /** The pairs' target: req/s with (the backlog, backups) over without, at least. */
   target?: number
 }
@@ -81,13 +81,8 @@ export const SCENARIOS: readonly Scenario[] = [
     description: (s) =>
       `POST /plants with fresh ids on ${count(s.large)} plants while \`plantstore backup\` copies the store back to back, vs without`,
   },
-  // Issue 30: what a browser's Origin and a create's Idempotency-Key cost, each vs the same request without.
-  {
-    ...{ name: 'cors-get', requests: 'get', compare: 'cors' },
-    description: () => `${first} with an allowed Origin vs without`,
-  },
-  {
-    ...{ name: 'idempotency-post', requests: 'post', compare: 'idempotency' },
-    description: () => 'POST /plants with fresh ids, each with an Idempotency-Key of its own, vs without',
-  },
+  // Issues 30 and 31: what a browser's Origin, tracing (all traces, 1%) and an Idempotency-Key cost, each vs without.
+  { name: 'cors-get', requests: 'get', compare: 'cors', description: () => `${first} with an allowed Origin` },
+  { name: 'tracing-get', requests: 'get', compare: 'tracing', description: () => `${first} traced (all; 1%)` },
+  { name: 'idempotency-post', requests: 'post', compare: 'idempotency', description: () => 'POST /plants with keys' },
 ]

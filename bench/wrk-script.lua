@@ -19,9 +19,8 @@ local list_path = '/plants?limit=20' -- LIST_PATH in bench/scenarios.ts
 -- Separate tables: wrk.format writes Host and Content-Length into the table it is given.
 local read_headers = { ['Authorization'] = 'Bearer ' .. env('PLANTSTORE_BENCH_TOKEN') }
 local write_headers = { ['Authorization'] = read_headers['Authorization'], ['Content-Type'] = 'application/json' }
-if env('PLANTSTORE_BENCH_ORIGIN') ~= '' then
-  read_headers['Origin'], write_headers['Origin'] = env('PLANTSTORE_BENCH_ORIGIN'), env('PLANTSTORE_BENCH_ORIGIN')
-end
+local origin = os.getenv('PLANTSTORE_BENCH_ORIGIN') -- nil when unset: no Origin header at all
+read_headers['Origin'], write_headers['Origin'] = origin, origin
 local keyed = env('PLANTSTORE_BENCH_KEYED') == '1'
 
 -- One thread (wrk -t1), so one counter walks the block.
