@@ -62,15 +62,13 @@ async function variantPairs(targets: Target[], uses: (kind: Scenario['compare'])
   const on: Partial<Record<Scenario['compare'], Target[]>> = {}
   const pairs: Pair[] = []
   for (const [kind, what, env] of plans.filter(([kind]) => uses(kind))) {
-    for (const service of targets.filter((t) => BACKENDS_RUN.some((b) => b === t.server.label))) {
-      const [label, { databaseUrl, tokens }] = [`${service.server.label} ${what}`, service]
+    for (const s of targets.filter((t) => BACKENDS_RUN.some((b) => b === t.server.label))) {
+      const [label, { databaseUrl, tokens }] = [`${s.server.label} ${what}`, s]
       const otel = { env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, ...env } }
       const twin = kind === 'tracing' && (await startService(label, databaseUrl!, tokens.list!, context, otel))
-      pairs.push({ name: label, without: service.server.label, with: label })
-      const variant = twin
-        ? newTarget(twin, tokens, databaseUrl)
-        : { ...service, server: { ...service.server, label }, env }
-      ;(on[kind] ??= []).push(service, variant)
+      pairs.push({ name: label, without: s.server.label, with: label })
+      const variant = twin ? newTarget(twin, tokens, databaseUrl) : { ...s, server: { ...s.server, label }, env }
+      ;(on[kind] ??= []).push(s, variant)
     }
   }
   return { targets: on, pairs }

@@ -81,7 +81,6 @@ export const SCENARIOS: readonly Scenario[] = [
     description: (s) =>
       `POST /plants with fresh ids on ${count(s.large)} plants while \`plantstore backup\` copies the store back to back, vs without`,
   },
-  // Issues 30 and 31: what a browser's Origin, tracing (all traces, 1%) and an Idempotency-Key cost, each vs without.
   { name: 'cors-get', requests: 'get', compare: 'cors', description: () => `${first} with an allowed Origin` },
   { name: 'tracing-get', requests: 'get', compare: 'tracing', description: () => `${first} traced (all; 1%)` },
   { name: 'idempotency-post', requests: 'post', compare: 'idempotency', description: () => 'POST /plants with keys' },
