@@ -6,6 +6,7 @@ import {
   type KeyClaim,
   type StorageLimits,
 } from '../types.js'
+import { heldOutcome, type HeldKey } from '../idempotency-rules.js'
 import type { Sql } from './client.js'
 import { guard, retryingDeadlocks } from './errors.js'
 import { PLANT_COUNT_STRIPES } from './plants.js'
@@ -25,19 +26,19 @@ const HELD = `SELECT fingerprint, status, body FROM idempotency_keys
  * may be taken over when expired: that adds no key.
  */
 const CLAIM = `WITH held AS (${HELD}),
+  room AS (SELECT $7::bigint = 0 OR coalesce(sum(keys), 0) < $7::bigint AS ok
+    FROM idempotency_key_counts WHERE account_id = $1),
   claimed AS (INSERT INTO idempotency_keys AS k (account_id, key, fingerprint, lease, locked_until, expires_at)
     SELECT $1, $2, $3, $4, now() + $5 * interval '1 millisecond', now() + $6 * interval '1 millisecond'
-    WHERE $7::bigint = 0 OR EXISTS (SELECT 1 FROM idempotency_keys WHERE account_id = $1 AND key = $2)
-      OR (SELECT coalesce(sum(keys), 0) FROM idempotency_key_counts WHERE account_id = $1) < $7::bigint
+    WHERE EXISTS (SELECT 1 FROM idempotency_keys WHERE account_id = $1 AND key = $2) OR (SELECT ok FROM room)
     ON CONFLICT (account_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, lease = excluded.lease,
       locked_until = excluded.locked_until, expires_at = excluded.expires_at, status = NULL, body = NULL
     WHERE k.expires_at <= now() OR (k.status IS NULL AND k.locked_until <= now() AND k.fingerprint = excluded.fingerprint)
     RETURNING xmax = 0 AS added),
   counted AS (INSERT INTO idempotency_key_counts (account_id, stripe, keys) SELECT $1, ${OWN_STRIPE}, 1 FROM claimed
     WHERE added ON CONFLICT (account_id, stripe) DO UPDATE SET keys = idempotency_key_counts.keys + 1)
-  SELECT EXISTS (SELECT 1 FROM claimed) AS claimed, $7::bigint = 0
-      OR (SELECT coalesce(sum(keys), 0) FROM idempotency_key_counts WHERE account_id = $1) < $7::bigint AS room,
-    held.* FROM (SELECT 1) one LEFT JOIN held ON true`
+  SELECT EXISTS (SELECT 1 FROM claimed) AS claimed, (SELECT ok FROM room) AS room, held.*
+  FROM (SELECT 1) one LEFT JOIN held ON true`
 
 /** Keys gone ($1 account, $2 key, $3 lease: a release; or every expired one up to $4), and their counts lowered. */
 const uncount = (gone: string) => `WITH gone AS (${gone} RETURNING account_id),
@@ -58,25 +59,12 @@ const PURGE = uncount(`DELETE FROM idempotency_keys WHERE (account_id, key) IN (
 const COMPLETE = `UPDATE idempotency_keys SET status = $4, body = $5
   WHERE account_id = $1 AND key = $2 AND lease = $3 AND status IS NULL`
 
-interface HeldRow {
-  fingerprint: Buffer | null
-  status: number | null
-  body: string | null
-}
-
-type ClaimRow = HeldRow & { claimed: boolean; room: boolean }
+type ClaimRow = HeldKey & { claimed: boolean; room: boolean }
 
 // Claims of a key that another request takes and frees between their statements, before this one gives up (503).
 const MAX_ATTEMPTS = 5
 
 const PREPARED = { prepare: true }
-
-/** What a key held by another claim says to a request: the same one (done or running), or another. */
-function heldOutcome(row: HeldRow, fingerprint: Buffer): ClaimOutcome {
-  if (!row.fingerprint!.equals(fingerprint)) return { state: 'mismatch' }
-  if (row.status !== null && row.body !== null) return { state: 'done', status: row.status, body: row.body }
-  return { state: 'running' }
-}
 
 /** Idempotency keys on PostgreSQL: each change one statement, with its count. */
 export class PostgresIdempotency implements IdempotencyStore {
@@ -98,7 +86,7 @@ export class PostgresIdempotency implements IdempotencyStore {
         if (row!.fingerprint !== null) return heldOutcome(row!, claim.fingerprint)
         // Claimed by a request that committed after this statement's snapshot was taken (a new key, or an expired one
         // taken over, which the snapshot does not show): read it as it is now, before any quota is blamed.
-        const [held] = await sql.unsafe<HeldRow[]>(HELD, [claim.accountId, claim.key], PREPARED)
+        const [held] = await sql.unsafe<HeldKey[]>(HELD, [claim.accountId, claim.key], PREPARED)
         if (held !== undefined) return heldOutcome(held, claim.fingerprint)
         if (!row!.room) throw new QuotaExceededError('idempotency keys', this.#quota)
         // Gone again (released, purged) by then: claim once more.

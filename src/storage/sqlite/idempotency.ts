@@ -6,21 +6,8 @@ import {
   type KeyClaim,
   type StorageLimits,
 } from '../types.js'
+import { heldOutcome, type HeldKey } from '../idempotency-rules.js'
 import type { GroupCommit } from './group-commit.js'
-
-interface KeyRow {
-  fingerprint: Buffer
-  status: number | null
-  body: string | null
-}
-
-/** What a key held by another claim says to a request: the same one (done or running), or another. */
-function heldOutcome(row: KeyRow, fingerprint: Buffer): ClaimOutcome {
-  if (!row.fingerprint.equals(fingerprint)) return { state: 'mismatch' }
-  if (row.status !== null && row.body !== null) return { state: 'done', status: row.status, body: row.body }
-  // Its lease has not lapsed: a lapsed one with this fingerprint was taken over by the claim itself.
-  return { state: 'running' }
-}
 
 /** Idempotency keys on SQLite: every change through the group commit, the quota exact (one writer at a time). */
 export class SqliteIdempotency implements IdempotencyStore {
@@ -62,7 +49,7 @@ export class SqliteIdempotency implements IdempotencyStore {
   claim(claim: KeyClaim): Promise<ClaimOutcome> {
     return this.#writes.run(() => {
       const now = Date.now()
-      const row = this.#find.get(claim.accountId, claim.key) as KeyRow | undefined
+      const row = this.#find.get(claim.accountId, claim.key) as HeldKey | undefined
       const claimed = this.#claim.run({
         account: claim.accountId,
         key: claim.key,
