@@ -192,7 +192,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onStalled: metrics.writeStalled,
   })
   metrics.connections(openConnections)
-  if (options.tracing) metrics.droppedSpans(options.tracing.droppedSpans)
+  if (tracing) metrics.droppedSpans(tracing.droppedSpans)
   const { storage } = options
   const stopObserving = storage.observe(metrics.storageTimer)
   const stopTracing = tracing && storage.observe(tracing.storageTimer)

@@ -62,6 +62,11 @@ export interface PageBudgetLimits {
  */
 export const PAGE_BUDGET_DEFAULTS: PageBudgetLimits = { perAccount: 1_000, perProcess: 8_000 }
 
+export const HOUR_MS = 3_600_000
+
+/** How long an idempotency key's answer is kept unless PLANTSTORE_IDEMPOTENCY_KEY_HOURS says: a day, Stripe's figure. */
+export const IDEMPOTENCY_KEY_HOURS_DEFAULT = 24
+
 /** How long a browser may reuse a CORS preflight's answer: a changed PLANTSTORE_CORS_ORIGINS reaches browsers within it. */
 export const CORS_MAX_AGE_SECONDS = 600
 
@@ -313,7 +318,7 @@ export const ConfigSchema = Type.Object({
     description:
       'Plants per account; past it 409 (40902). Exact on both backends, with any number of instances. On PostgreSQL, once it is lowered, an account may pass the new value by at most the plants it held then.',
   }),
-  PLANTSTORE_IDEMPOTENCY_KEY_HOURS: hours(168, 24, {
+  PLANTSTORE_IDEMPOTENCY_KEY_HOURS: hours(168, IDEMPOTENCY_KEY_HOURS_DEFAULT, {
     description:
       'How long the answer to a request sent with an `Idempotency-Key` is kept, and replayed to a retry with that key; expired keys are purged.',
   }),
@@ -376,8 +381,6 @@ export function storageLimits(config: Config): StorageLimits {
     idempotencyKeysPerAccount: config.PLANTSTORE_MAX_IDEMPOTENCY_KEYS_PER_ACCOUNT,
   }
 }
-
-const HOUR_MS = 3_600_000
 
 /** How long an idempotency key's answer is kept, from the configuration. */
 export function idempotencyKeyTtlMs(config: Config): number {

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import { setImmediate as setImmediatePromise } from 'node:timers/promises'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { callerOf } from '../auth/caller.js'
+import { HOUR_MS, IDEMPOTENCY_KEY_HOURS_DEFAULT } from '../config.js'
 import { ApiError, ErrorCatalogue } from '../errors.js'
 import { retryAfter } from '../limits/too-many.js'
 import { IDEMPOTENCY_KEY_HEADER, idempotencyKey, REPLAYED_HEADER } from '../schemas/idempotency-key.js'
@@ -21,7 +22,11 @@ export interface IdempotencySettings {
   purgeEveryMs?: number
 }
 
-export const IDEMPOTENCY_DEFAULTS = { ttlMs: 24 * 3_600_000, leaseMs: 60_000, purgeEveryMs: 60_000 }
+export const IDEMPOTENCY_DEFAULTS = {
+  ttlMs: IDEMPOTENCY_KEY_HOURS_DEFAULT * HOUR_MS,
+  leaseMs: 60_000,
+  purgeEveryMs: 60_000,
+}
 // Keys deleted per statement: bounded work per statement (and per turn of SQLite's event loop), whatever expired.
 const PURGE_BATCH = 1000
 

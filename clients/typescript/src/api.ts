@@ -7,8 +7,8 @@ import { readOnly, retryingFetch, type RetryOptions } from './retry.js'
 /** The request header that makes a create safe to send again. */
 export const IDEMPOTENCY_KEY = 'idempotency-key'
 
-/** A new Idempotency-Key, for one create and its retries. */
-export const newIdempotencyKey = (): string => globalThis.crypto.randomUUID()
+/** The Idempotency-Key header of one create and its retries: the caller's key, or a new one. */
+export const keyHeader = (key?: string) => ({ [IDEMPOTENCY_KEY]: key ?? globalThis.crypto.randomUUID() })
 
 /** The typed openapi-fetch client every part of this one calls the API through. */
 export type Api = Client<paths>

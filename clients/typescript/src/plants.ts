@@ -1,4 +1,4 @@
-import { bodyOf, emptyOf, newIdempotencyKey, type Api } from './api.js'
+import { bodyOf, emptyOf, keyHeader, type Api } from './api.js'
 import type { paths } from './generated/openapi.js'
 import { toId, type IdInput } from './int64.js'
 import { nextCursor } from './link.js'
@@ -88,8 +88,8 @@ export function plantsApi(api: Api, baseUrl: string): PlantsApi {
     async create(plant, options = {}) {
       const id = toId(plant.id)
       const body = withTag({ id, name: plant.name }, plant.tag)
-      const header = { 'idempotency-key': options.idempotencyKey ?? newIdempotencyKey() }
-      const stored = bodyOf<Stored>(await api.POST('/plants', { body, params: { header }, parseAs: 'text' }))
+      const params = { header: keyHeader(options.idempotencyKey) }
+      const stored = bodyOf<Stored>(await api.POST('/plants', { body, params, parseAs: 'text' }))
       return withTag({ id, name: stored.name }, stored.tag)
     },
     async *list(options = {}) {

@@ -1,4 +1,4 @@
-import { bodyOf, emptyOf, newIdempotencyKey, type Api } from './api.js'
+import { bodyOf, emptyOf, keyHeader, type Api } from './api.js'
 import type { CreateOptions } from './plants.js'
 import type { components, paths } from './generated/openapi.js'
 
@@ -21,8 +21,8 @@ export interface WebhooksApi {
 export function webhooksApi(api: Api): WebhooksApi {
   return {
     async create(subscription, options = {}) {
-      const header = { 'idempotency-key': options.idempotencyKey ?? newIdempotencyKey() }
-      return bodyOf(await api.POST('/webhooks', { body: subscription, params: { header }, parseAs: 'text' }))
+      const params = { header: keyHeader(options.idempotencyKey) }
+      return bodyOf(await api.POST('/webhooks', { body: subscription, params, parseAs: 'text' }))
     },
     async list() {
       return bodyOf(await api.GET('/webhooks', { parseAs: 'text' }))
