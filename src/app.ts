@@ -47,6 +47,7 @@ import { validatorCompiler } from './schemas/validator.js'
 import type { InstrumentedStorage } from './storage/index.js'
 import { trustedPeer } from './limits/trusted-peer.js'
 import type { Tracing } from './tracing/index.js'
+import { TraceFields } from './logging/trace-fields.js'
 import { VERSION } from './version.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
@@ -93,15 +94,20 @@ export interface AppOptions {
   owned?: ReadonlyArray<{ close(): Promise<void> }>
 }
 
-function logger(options: AppOptions['logger'], stdout: () => pino.DestinationStream): FastifyBaseLogger | undefined {
+function logger(
+  options: AppOptions['logger'],
+  stdout: () => pino.DestinationStream,
+  traceFields: TraceFields | undefined,
+): FastifyBaseLogger | undefined {
   if (options === undefined) return undefined
   const { pretty, stream, ...rest } = options
+  const mixin = traceFields?.mixin
   // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else.
   if (pretty === true) {
     const transport = { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } }
-    return redactingLogger({ ...rest, transport })
+    return redactingLogger({ ...rest, mixin, transport })
   }
-  return redactingLogger(rest, stream ?? stdout())
+  return redactingLogger({ ...rest, mixin }, stream ?? stdout())
 }
 
 /**
@@ -139,6 +145,8 @@ export async function closeAll(resources: ReadonlyArray<{ close(): Promise<void>
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const timeouts = options.timeouts ?? HTTP_TIMEOUT_DEFAULTS
   let logs: LogDestination | undefined
+  const { tracing } = options
+  const traceFields = tracing && new TraceFields(tracing.logFields)
   const app = Fastify({
     http: {
       headersTimeout: timeouts.headersMs,
@@ -154,7 +162,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     trustProxy: (options.trustProxy ?? false) as boolean,
     keepAliveTimeout: timeouts.keepAliveMs,
     clientErrorHandler,
-    loggerInstance: logger(options.logger, () => (logs = stdoutDestination()).stream),
+    loggerInstance: logger(options.logger, () => (logs = stdoutDestination()).stream, traceFields),
     genReqId: requestId,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
@@ -166,12 +174,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.server.on('connect', connectHandler(app.log))
   // First of all: it must see every hook and route registered after it. Its onRequest hook, which starts the request's
   // span, runs before this one, which gives the request's log lines the span's ids.
-  const { tracing } = options
-  if (tracing) {
+  if (tracing && traceFields) {
     await app.register(tracing.plugin)
     app.addHook('onRequest', (request, _reply, done) => {
-      const fields = tracing.logFields(request)
-      if (fields !== undefined) request.log = request.log.child(fields)
+      traceFields.remember(request)
       done()
     })
   }

@@ -52,6 +52,8 @@ function exporter(env: NodeJS.ProcessEnv): SpanExporter {
 
 /** The request span's own attributes: the path without its query (a tag filter is plant text), the request id. */
 function describeRequest(span: Span, request: FastifyRequest): void {
+  // A span the sampler left out records nothing: what it would be told is not worth working out.
+  if (!span.isRecording()) return
   const route = request.routeOptions.url
   if (route !== undefined) span.updateName(`${request.method} ${route}`)
   span.setAttribute('url.path', request.url.split('?')[0] ?? '/')

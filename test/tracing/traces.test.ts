@@ -86,6 +86,28 @@ for (const backend of backends)
         assert.equal(storage.attributes['db.operation.name'], 'createPlant')
       })
 
+      test("writes its SERVER span's trace_id and span_id on a request's log line, and on no line outside one", async () => {
+        const traceId = 'c0ffee00'.repeat(4)
+        const listed = await http(server.baseUrl, 'GET', '/plants', {
+          token,
+          headers: { traceparent: `00-${traceId}-${PARENT_ID}-01`, 'x-request-id': 'trace-log-1' },
+        })
+        assert.equal(listed.status, 200, listed.text)
+        await eventually(async () => receiver.spans.some((s) => s.traceId === traceId && s.kind === 2), 10_000, 50)
+        const span = receiver.spans.find((s) => s.traceId === traceId && s.kind === 2)!
+        await server.settle()
+        const lines = server.stdout
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as Record<string, unknown>)
+        const line = lines.find((l) => l.reqId === 'trace-log-1')
+        assert.ok(line, server.stdout)
+        assert.equal(line.trace_id, traceId)
+        assert.equal(line.span_id, span.spanId)
+        assert.ok(lines.some((l) => typeof l.reqId === 'string' && l.reqId !== 'trace-log-1' && l.trace_id !== traceId))
+        for (const l of lines) assert.equal('trace_id' in l, 'reqId' in l, JSON.stringify(l))
+      })
+
       test("delivers the webhook a POST causes in that POST's trace: a CLIENT span, and traceparent to the receiver", async () => {
         const hooks = await startReceiver()
         try {
