@@ -201,7 +201,7 @@ export const ConfigSchema = Type.Object({
     {
       default: 'info',
       description:
-        'Logs go to stdout: JSON lines, one per request when it completes (request id, method, route, URL, status, duration, client address as `TRUST_PROXY` resolves it (a `CONNECT`’s: its TCP peer), account and token id; never the token: the `Authorization` header is redacted everywhere, and so is, in the URL, the value of a parameter named for a credential (`access_token`, `token`, any name ending in token, key, secret or password), any parameter value and any path segment shaped like a `pst_` token or a JWT), and one per connection refused by a connection cap (its peer address and the cap), human-readable (pino-pretty) when stdout is a terminal. The line that shows the first start’s token is written whatever the level.',
+        'Logs go to stdout: JSON lines, one per request when it completes (request id, method, route, URL, status, duration, client address as `TRUST_PROXY` resolves it (a `CONNECT`’s: its TCP peer), account and token id; never the token: the `Authorization` header is redacted everywhere, and so is, in the URL, the value of a parameter named for a credential (`access_token`, `token`, any name ending in token, key, secret or password), any parameter value and any path segment shaped like a `pst_` token or a JWT), and one per connection refused by a connection cap (its peer address and the cap), human-readable when stdout is a terminal (pino-pretty, a request on one line: method, URL, status, time). The line that shows the first start’s token is written whatever the level.',
     },
   ),
   PLANTSTORE_RATE_LIMIT: text(RATE_PATTERN, '100/s', {

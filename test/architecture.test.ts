@@ -98,7 +98,7 @@ const LAYERS: Array<[layer: string, modules: RegExp]> = [
   ['base', /^(errors|maybe-async|native-addon|redact|text-rules|version)\.ts$/],
   ['domain', /^(auth|webhooks|limits)\//],
   ['schemas', /^schemas\//],
-  ['settings', /^(config|configured-storage)\.ts$/],
+  ['settings', /^(config|configured-storage|unknown-settings)\.ts$/],
   ['logging', /^logging\//],
   ['tracing', /^tracing\//],
   ['socket', /^socket\//],

@@ -278,3 +278,19 @@ describe('plantstore serve with bad configuration', { concurrency: true }, () =>
     assert.match(result.stderr, /"99999"/)
   })
 })
+
+describe('plantstore serve with a misspelt setting', () => {
+  test('starts, with one warning line naming the variable and the setting it most likely meant', async () => {
+    const server = await startServer({ env: { PLANTSTORE_RATELIMIT: '10', PLANTSTORE_TEST_ANYTHING: '1' } })
+    try {
+      const health = await http(server.baseUrl, 'GET', '/healthz')
+      assert.equal(health.status, 200, health.text)
+      assert.equal(
+        server.stderr,
+        'plantstore: PLANTSTORE_RATELIMIT: not a setting; did you mean PLANTSTORE_RATE_LIMIT?\n',
+      )
+    } finally {
+      await server.stop('SIGKILL')
+    }
+  })
+})

@@ -8,9 +8,10 @@ const OWN = new Set<string>([...CONFIG_KEYS, 'NODE_TEST_CONTEXT'])
 
 /**
  * Runs `plantstore serve` under util-linux `script`, which gives it a pseudo-terminal, until `done` matches what it
- * printed; resolves with that output once it has exited.
+ * printed; resolves with that output once it has exited. `act`, when given, is called with the server's URL once it
+ * listens (its requests' lines can then be waited for).
  */
-export function serveOnTerminal(done: RegExp): Promise<string> {
+export function serveOnTerminal(done: RegExp, act?: (baseUrl: string) => Promise<void>): Promise<string> {
   const main = join(REPO_ROOT, 'src', 'cli', 'main.ts')
   const command = `${process.execPath} --import tsx ${main} serve --port 0 --database ${tempDatabase()}`
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !OWN.has(key)))
@@ -29,8 +30,14 @@ export function serveOnTerminal(done: RegExp): Promise<string> {
       else reject(new Error(`script exited before ${done}:\n${output}`))
     })
     child.stdout.setEncoding('utf8')
+    let acting = false
     child.stdout.on('data', (chunk: string) => {
       output += chunk
+      const listening = /Server listening at (http:\/\/[0-9.:]+)/.exec(output)
+      if (act && listening && !acting) {
+        acting = true
+        act(listening[1]!).catch((err: Error) => fail(`acting on the server failed: ${err.message}`))
+      }
       if (done.test(output)) child.kill('SIGTERM')
     })
   })

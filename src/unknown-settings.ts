@@ -1,0 +1,62 @@
+import { CONFIG_KEYS } from './config.js'
+
+const PREFIX = 'PLANTSTORE_'
+/** The suite's and the benchmark's own switches (docs/reliability.md): read by them, never by the service. */
+const PROJECT_PREFIXES = ['PLANTSTORE_TEST_', 'PLANTSTORE_BENCH_']
+/**
+ * An unprefixed variable this close to a setting of as many letters or more is taken for a misspelling of it.
+ * Shorter settings (HOST, PORT) are as close to variables every shell has (HOME, PATH) and are left out.
+ */
+const NEAR = 2
+const NEAR_FROM_LENGTH = 8
+
+/** Levenshtein distance: the fewest inserted, deleted or replaced characters that turn `a` into `b`. */
+function distance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      const replaced = previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)
+      current.push(Math.min(previous[j]! + 1, current[j - 1]! + 1, replaced))
+    }
+    previous = current
+  }
+  return previous[b.length]!
+}
+
+/** The setting `name` most likely meant, compared with and without the prefix; none when nothing is close. */
+function closest(name: string): string | undefined {
+  const bare = name.startsWith(PREFIX) ? name.slice(PREFIX.length) : name
+  let best: { key: string; cost: number } | undefined
+  for (const key of CONFIG_KEYS) {
+    const cost = Math.min(distance(name, key), distance(bare, key))
+    if (best === undefined || cost < best.cost) best = { key, cost }
+  }
+  return best !== undefined && best.cost <= Math.max(NEAR, Math.floor(best.key.length / 4)) ? best.key : undefined
+}
+
+/** A variable the service would be expected to read but does not: prefixed, or one slip away from a setting. */
+function stray(name: string, known: ReadonlySet<string>): boolean {
+  if (known.has(name)) return false
+  if (name.startsWith(PREFIX)) return !PROJECT_PREFIXES.some((prefix) => name.startsWith(prefix))
+  return CONFIG_KEYS.some(
+    (key) => !key.startsWith(PREFIX) && key.length >= NEAR_FROM_LENGTH && distance(name, key) <= NEAR,
+  )
+}
+
+/**
+ * One warning line for each variable in `env` that looks meant for the service but is no setting of it, naming the
+ * closest setting, so that a misspelt one is not silently left at its default.
+ */
+export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
+  const known = new Set<string>(CONFIG_KEYS)
+  return Object.keys(env)
+    .filter((name) => stray(name, known))
+    .sort()
+    .map((name) => {
+      const meant = closest(name)
+      return meant === undefined
+        ? `${name}: not a setting (docs/configuration.md lists them)`
+        : `${name}: not a setting; did you mean ${meant}?`
+    })
+}
