@@ -26,7 +26,19 @@ function changed() {
 
 if (process.argv.includes('--if-changed') && !changed()) process.exit(0)
 const started = new Date()
-const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
+/** The compiler, a development dependency: an install without them (`npm ci --omit=dev`) has no way to build. */
+function compiler() {
+  try {
+    return createRequire(import.meta.url).resolve('typescript/bin/tsc')
+  } catch {
+    process.stderr.write(
+      'plantstore: building needs the development dependencies; install for production with ' +
+        '`npm ci && npm run build && npm prune --omit=dev` (docs/operations.md, "Production install")\n',
+    )
+    process.exit(1)
+  }
+}
+const tsc = compiler()
 const projects = ['tsconfig.build.json']
 if (!process.argv.includes('--if-changed')) projects.push(join('clients', 'typescript', 'tsconfig.build.json'))
 try {
