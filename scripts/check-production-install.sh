@@ -24,6 +24,7 @@ if npm ci --omit=dev >"$work/omit.log" 2>&1; then fail "npm ci --omit=dev succee
 grep -q '^plantstore: building needs the development dependencies; install for production with `npm ci && npm run build && npm prune --omit=dev`' "$work/omit.log" ||
   { cat "$work/omit.log"; fail "npm ci --omit=dev did not say how to install for production"; }
 if grep -Eq '^\s+at ' "$work/omit.log"; then cat "$work/omit.log"; fail "npm ci --omit=dev printed a stack trace"; fi
+grep '^plantstore: ' "$work/omit.log"
 rm -rf node_modules
 
 echo "check-production-install: npm ci && npm run build && npm prune --omit=dev"
