@@ -3,6 +3,15 @@ import { ErrorCatalogue } from '../errors.js'
 
 const entries = Object.entries(ErrorCatalogue)
 
+// The catalogue as the reference page shows it, with the Error schema: after the operations, not before them.
+const catalogue = [
+  'Every error response is `application/json` `{error, message}`; `error` is a stable value from this catalogue:',
+  '',
+  '| error | status | cause |',
+  '|---|---|---|',
+  ...entries.map(([, { error, status, summary }]) => `| ${error} | ${status} | ${summary} |`),
+].join('\n')
+
 /** The Error shape of every error response: `{error, message}`. */
 export const ErrorBody = Type.Object(
   {
@@ -16,7 +25,7 @@ export const ErrorBody = Type.Object(
     }),
     message: Type.String({ description: 'What was wrong, and where' }),
   },
-  { $id: 'Error', title: 'Error' },
+  { $id: 'Error', title: 'Error', description: catalogue },
 )
 
 export type ErrorBody = Static<typeof ErrorBody>

@@ -71,6 +71,29 @@ describe('the API reference at /docs in Chromium', { skip }, () => {
     assert.match(await page.locator('#operations-plants-deletePlant').innerText(), /DELETE\s*\/plants\/\{id\}/)
   })
 
+  test("opens on the operations, under the service's name where Fastify's logo was", async () => {
+    assert.equal(await page.title(), 'Plant Store API reference')
+    const logo = await page.locator('.topbar-wrapper img').getAttribute('src')
+    assert.match(
+      Buffer.from(logo!.replace(/^data:image\/svg\+xml;base64,/, ''), 'base64').toString(),
+      />Plant Store API</,
+    )
+    const first = await page.locator('#operations-plants-createPlant').boundingBox()
+    assert.ok(first && first.y < 800, `the first operation starts ${first?.y} px down, below the first screen`)
+  })
+
+  test('shows the error catalogue with the Error schema, after the operations', async () => {
+    const models = page.locator('section.models article')
+    const error = models.filter({ has: page.locator('.json-schema-2020-12__title', { hasText: /^Error$/ }) }).first()
+    await error.locator('button.json-schema-2020-12-accordion').first().click()
+    const entry = error.locator('td', { hasText: /^40401$/ }).first()
+    await entry.waitFor()
+    const operations = await page.locator('.opblock').last().boundingBox()
+    const row = await entry.boundingBox()
+    assert.ok(operations && row && row.y > operations.y, 'the catalogue comes after the last operation')
+    await error.locator('button.json-schema-2020-12-accordion').first().click()
+  })
+
   test('after Authorize with a token, Try it out on POST /plants (its example) and GET /plants answers 200 with the plant', async () => {
     await page.locator('.auth-wrapper button.authorize').click()
     // The first scheme, bearerAuth: the service's own token (the second, jwtBearer, takes a JWT).

@@ -305,7 +305,42 @@ export interface webhooks {
 }
 export interface components {
   schemas: {
-    /** Error */
+    /**
+     * Error
+     * @description Every error response is `application/json` `{error, message}`; `error` is a stable value from this catalogue:
+     *
+     *     | error | status | cause |
+     *     |---|---|---|
+     *     | 40001 | 400 | A parameter or body field is invalid |
+     *     | 40002 | 400 | The request body is not valid JSON |
+     *     | 40003 | 400 | The HTTP request itself is malformed |
+     *     | 40004 | 400 | A header that must appear once (Authorization, Host) was sent more than once |
+     *     | 40101 | 401 | No bearer token was sent |
+     *     | 40102 | 401 | The bearer token is malformed, unknown, expired or revoked |
+     *     | 40301 | 403 | The token lacks the scope the operation needs |
+     *     | 40401 | 404 | The account has no plant with that id |
+     *     | 40402 | 404 | No route matches the method and path |
+     *     | 40403 | 404 | The account has no webhook subscription with that id |
+     *     | 40404 | 404 | The account has no token with that id |
+     *     | 40801 | 408 | The request (headers or body) did not arrive within the server timeout |
+     *     | 40901 | 409 | A plant with that id exists with a different name or tag |
+     *     | 40902 | 409 | The account holds its quota of this resource (plants, webhook subscriptions or tokens); remove some first |
+     *     | 40903 | 409 | The first request sent with this Idempotency-Key is still running; retry after `Retry-After` |
+     *     | 41301 | 413 | The request body is over the size limit |
+     *     | 41501 | 415 | The request body is not application/json |
+     *     | 41502 | 415 | The request body has a Content-Encoding other than identity |
+     *     | 42201 | 422 | The Idempotency-Key was sent before with a different request (operation, token or body); nothing was done |
+     *     | 42901 | 429 | Too many requests; retry later |
+     *     | 42902 | 429 | Too many requests in flight on one connection (pipelined); the connection is closed |
+     *     | 42903 | 429 | Too many open connections from this client address; the connection is closed |
+     *     | 42904 | 429 | The account's pages in progress (rows, counted by `limit`) are at its bound; read them, or retry shortly |
+     *     | 43101 | 431 | The request headers are over 16 KiB |
+     *     | 50001 | 500 | An unexpected error on the server |
+     *     | 50301 | 503 | The storage is unavailable; retry later |
+     *     | 50302 | 503 | This instance is shutting down; retry on another |
+     *     | 50303 | 503 | This instance has as many open connections as it takes; the connection is closed, retry shortly |
+     *     | 50304 | 503 | This instance has as many rows of pages in progress as it takes, over all accounts; retry shortly |
+     */
     Error: {
       /**
        * Format: int32
