@@ -7,7 +7,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 pid=
 finish() {
-  [ -z "$pid" ] || kill "$pid" 2>/dev/null || true
+  if [ -n "$pid" ]; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap finish EXIT
@@ -21,26 +24,32 @@ cd "$work/plantstore"
 
 echo "check-production-install: npm ci --omit=dev stops with one line"
 if npm ci --omit=dev >"$work/omit.log" 2>&1; then fail "npm ci --omit=dev succeeded without building"; fi
-grep -q '^plantstore: building needs the development dependencies; install for production with `npm ci && npm run build && npm prune --omit=dev`' "$work/omit.log" ||
+grep -q '^plantstore: building needs the development dependencies; install for production with `npm ci --include=dev && npm run build && npm prune --omit=dev`' "$work/omit.log" ||
   { cat "$work/omit.log"; fail "npm ci --omit=dev did not say how to install for production"; }
 if grep -Eq '^\s+at ' "$work/omit.log"; then cat "$work/omit.log"; fail "npm ci --omit=dev printed a stack trace"; fi
 grep '^plantstore: ' "$work/omit.log"
 rm -rf node_modules
 
-echo "check-production-install: npm ci && npm run build && npm prune --omit=dev"
-npm ci >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "npm ci failed"; }
+echo "check-production-install: npm ci --include=dev && npm run build && npm prune --omit=dev"
+npm ci --include=dev >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "npm ci failed"; }
 npm run build >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "npm run build failed"; }
 npm prune --omit=dev >"$work/prune.log" 2>&1 || { cat "$work/prune.log"; fail "npm prune --omit=dev failed"; }
 for dev in typescript tsx eslint prettier playwright-core; do
   [ ! -e "node_modules/$dev" ] || fail "node_modules/$dev is still there after npm prune --omit=dev"
 done
 
-echo "check-production-install: it serves (npm start, the systemd unit's command line)"
+echo "check-production-install: it serves (npm start; bin/plantstore.js for the token)"
+# The service's own settings from the caller's environment (CI's, a developer's) stay out of it.
+for name in $(env | sed -n 's/^\(PLANTSTORE_[A-Z_]*\|HOST\|LOG_LEVEL\|DATABASE_[A-Z_]*\|REDIS_URL\|WORKERS\)=.*/\1/p'); do
+  unset "$name"
+done
 database="sqlite:$work/data/plantstore.db"
-token=$(node bin/plantstore.js tokens create --account default --database "$database" 2>/dev/null | head -1)
+token=$(node bin/plantstore.js tokens create --account default --database "$database" 2>"$work/token.log" | head -1) ||
+  { cat "$work/token.log"; fail "plantstore tokens create failed"; }
+[ -n "$token" ] || { cat "$work/token.log"; fail "plantstore tokens create printed no token"; }
 PORT=0 DATABASE_URL="$database" npm start >"$work/serve.log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   url=$(grep -o 'Server listening at http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1 | sed 's/^Server listening at //') || true
   [ -n "$url" ] && break
   kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log"; fail "npm start exited"; }

@@ -48,6 +48,7 @@ import type { InstrumentedStorage } from './storage/index.js'
 import { trustedPeer } from './limits/trusted-peer.js'
 import type { Tracing } from './tracing/index.js'
 import { TraceFields } from './logging/trace-fields.js'
+import { prettyTerminal } from './logging/pretty.js'
 import { VERSION } from './version.js'
 
 /** What the app needs from its host: storage, and how to log and cache. */
@@ -94,16 +95,6 @@ export interface AppOptions {
   owned?: ReadonlyArray<{ close(): Promise<void> }>
 }
 
-/**
- * A terminal shows each request on one line, what was asked and how it went (`request completed: GET /plants 200 in
- * 1.2 ms`), where pino-pretty would give each field a line of its own; the JSON lines keep every field.
- */
-const PRETTY = {
-  translateTime: 'SYS:HH:MM:ss.l',
-  messageFormat: '{msg}{if status}: {method} {url} {status} in {durationMs} ms{end}',
-  ignore: 'pid,hostname,reqId,method,route,url,status,durationMs,client,account,tokenId,trace_id,span_id',
-}
-
 function logger(
   options: AppOptions['logger'],
   stdout: () => pino.DestinationStream,
@@ -112,11 +103,9 @@ function logger(
   if (options === undefined) return undefined
   const { pretty, stream, ...rest } = options
   const mixin = traceFields?.mixin
-  // pino-pretty in a worker thread, for people reading a terminal; JSON lines for everything else.
-  if (pretty === true) {
-    const transport = { target: 'pino-pretty', options: PRETTY }
-    return redactingLogger({ ...rest, mixin, transport })
-  }
+  // For people reading a terminal, pino-pretty in this thread (a worker would load the formatter by path, which the
+  // sources run through tsx cannot give it); JSON lines for everything else.
+  if (pretty === true) return redactingLogger({ ...rest, mixin }, prettyTerminal())
   return redactingLogger({ ...rest, mixin }, stream ?? stdout())
 }
 

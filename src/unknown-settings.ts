@@ -7,6 +7,13 @@ const PROJECT_PREFIXES = ['PLANTSTORE_TEST_', 'PLANTSTORE_BENCH_']
  * An unprefixed variable this close to a setting of as many letters or more is taken for a misspelling of it.
  * Shorter settings (HOST, PORT) are as close to variables every shell has (HOME, PATH) and are left out.
  */
+/**
+ * What Kubernetes puts in every pod for a Service named plantstore (docker links did the same): its address, in
+ * `PLANTSTORE_SERVICE_HOST`, `PLANTSTORE_SERVICE_PORT*`, `PLANTSTORE_PORT_8080_TCP*`, and `PLANTSTORE_PORT` as a URL.
+ */
+const SERVICE_LINK =
+  /^PLANTSTORE_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_[0-9]+_(TCP|UDP|SCTP)(_ADDR|_PORT|_PROTO)?)$/
+const SERVICE_LINK_URL = /^(tcp|udp|sctp):\/\//
 const NEAR = 2
 const NEAR_FROM_LENGTH = 8
 
@@ -36,8 +43,9 @@ function closest(name: string): string | undefined {
 }
 
 /** A variable the service would be expected to read but does not: prefixed, or one slip away from a setting. */
-function stray(name: string, known: ReadonlySet<string>): boolean {
-  if (known.has(name)) return false
+function stray(name: string, value: string | undefined, known: ReadonlySet<string>): boolean {
+  if (known.has(name) || SERVICE_LINK.test(name)) return false
+  if (name === `${PREFIX}PORT` && SERVICE_LINK_URL.test(value ?? '')) return false
   if (name.startsWith(PREFIX)) return !PROJECT_PREFIXES.some((prefix) => name.startsWith(prefix))
   return CONFIG_KEYS.some(
     (key) => !key.startsWith(PREFIX) && key.length >= NEAR_FROM_LENGTH && distance(name, key) <= NEAR,
@@ -51,7 +59,7 @@ function stray(name: string, known: ReadonlySet<string>): boolean {
 export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
   const known = new Set<string>(CONFIG_KEYS)
   return Object.keys(env)
-    .filter((name) => stray(name, known))
+    .filter((name) => stray(name, env[name], known))
     .sort()
     .map((name) => {
       const meant = closest(name)

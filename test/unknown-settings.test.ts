@@ -50,4 +50,21 @@ describe('unknown settings', () => {
     }
     assert.deepEqual(unknownSettings(env), [])
   })
+
+  test('is silent on what Kubernetes sets for a Service named plantstore, and only then on PLANTSTORE_PORT', () => {
+    const env = {
+      PLANTSTORE_SERVICE_HOST: '10.0.0.7',
+      PLANTSTORE_SERVICE_PORT: '8080',
+      PLANTSTORE_SERVICE_PORT_HTTP: '8080',
+      PLANTSTORE_PORT: 'tcp://10.0.0.7:8080',
+      PLANTSTORE_PORT_8080_TCP: 'tcp://10.0.0.7:8080',
+      PLANTSTORE_PORT_8080_TCP_ADDR: '10.0.0.7',
+      PLANTSTORE_PORT_8080_TCP_PORT: '8080',
+      PLANTSTORE_PORT_8080_TCP_PROTO: 'tcp',
+    }
+    assert.deepEqual(unknownSettings(env), [])
+    assert.deepEqual(unknownSettings({ PLANTSTORE_PORT: '3000' }), [
+      'PLANTSTORE_PORT: not a setting; did you mean PORT?',
+    ])
+  })
 })

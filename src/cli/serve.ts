@@ -2,9 +2,7 @@ import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { CONFIG_KEYS, loadConfig, settingOf, type ConfigKey } from '../config.js'
 import { serve } from '../server.js'
-import { unknownSettings } from '../unknown-settings.js'
 import { startedByPackageManager, stopWithParent } from './stop-with-parent.js'
-import { visible } from './visible.js'
 import { runPrimary } from './workers.js'
 
 // The settings with a flag, by flag name without its dashes (`port`: PORT), from the configuration schema.
@@ -23,9 +21,6 @@ export async function serveCommand(args: string[]): Promise<void> {
     [...FLAGS].map(([flag, key]) => [key, values[flag] as string | undefined]),
   ) as Partial<Record<ConfigKey, string>>
   const config = loadConfig(process.env, overrides)
-  // Once, by the primary: its workers share its environment.
-  if (cluster.isPrimary)
-    for (const line of unknownSettings(process.env)) process.stderr.write(`plantstore: ${visible(line)}\n`)
   // Workers are stopped by their primary, which does the watching.
   if (cluster.isPrimary && startedByPackageManager(process.env)) stopWithParent()
   if (config.WORKERS > 1 && cluster.isPrimary) await runPrimary(config)

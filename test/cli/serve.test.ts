@@ -279,8 +279,20 @@ describe('plantstore serve with bad configuration', { concurrency: true }, () =>
   })
 })
 
-describe('plantstore serve with a misspelt setting', () => {
-  test('starts, with one warning line naming the variable and the setting it most likely meant', async () => {
+describe('a misspelt setting', () => {
+  test('is named by other commands too: tokens create warns of DATABSE_URL, and goes on', async () => {
+    const result = await runCli(
+      ['tokens', 'create', '--account', 'default', '--database', `sqlite:${tempDatabase()}`],
+      {
+        DATABSE_URL: 'postgres://127.0.0.1/elsewhere',
+      },
+    )
+    assert.equal(result.code, 0, result.stderr)
+    assert.match(result.stdout, TOKEN)
+    assert.equal(result.stderr.split('\n')[0], 'plantstore: DATABSE_URL: not a setting; did you mean DATABASE_URL?')
+  })
+
+  test('starts plantstore serve, with one warning line naming the variable and the setting it most likely meant', async () => {
     const server = await startServer({ env: { PLANTSTORE_RATELIMIT: '10', PLANTSTORE_TEST_ANYTHING: '1' } })
     try {
       const health = await http(server.baseUrl, 'GET', '/healthz')

@@ -11,7 +11,7 @@ const CHROMIUM = process.env.PLANTSTORE_TEST_CHROMIUM || '/usr/bin/chromium'
 const REQUIRED = process.env.PLANTSTORE_TEST_REQUIRE_BROWSER === '1'
 const FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update']
 // Where to save a screenshot of the page with POST /plants open (docs/api-reference.png is made so).
-const SCREENSHOT = process.env.PLANTSTORE_DOCS_SCREENSHOT || undefined
+const SCREENSHOT = process.env.PLANTSTORE_TEST_DOCS_SCREENSHOT || undefined
 
 const skip = existsSync(CHROMIUM) || REQUIRED ? false : `no browser at ${CHROMIUM} (apt-get install chromium)`
 
