@@ -135,8 +135,63 @@ for (const backend of backends)
             'the receiver continues the span',
           )
           assert.equal(span.attributes['http.response.status_code'], 200)
-          assert.equal(Buffer.concat(receiver.bodies).includes('receiver-secret'), false, 'the URL is not recorded')
+          const everything = Buffer.concat(receiver.bodies)
+          assert.equal(everything.includes('receiver-secret'), false, 'the URL is not recorded')
+          // The subscription's signing secret (printed first by webhooks add), its key, and the attempt's signature.
+          const secret = added.stdout.split('\n')[0]!.trim()
+          assert.match(secret, /^whsec_/)
+          const signature = String(delivery!.headers['webhook-signature']).replace(/^v1,/, '')
+          assert.match(signature, /^[A-Za-z0-9+/]{43}=$/)
+          for (const value of [secret, secret.slice('whsec_'.length), signature, 'Hooked']) {
+            assert.equal(everything.includes(value), false, `a span carries ${value.slice(0, 12)}…`)
+          }
         } finally {
+          await hooks.close()
+        }
+      })
+
+      test("delivers an event another instance wrote in the trace of that instance's request", async () => {
+        const hooks = await startReceiver()
+        // Writes events and delivers none: the suite's server, on the same database, delivers them.
+        const writer = await startServer({
+          database: database.url,
+          env: {
+            OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+            OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+            OTEL_SERVICE_NAME: 'plantstore-writer',
+            OTEL_BSP_SCHEDULE_DELAY: '100',
+            PLANTSTORE_WEBHOOK_DELIVERY: 'false',
+          },
+        })
+        try {
+          const add = [
+            'webhooks',
+            'add',
+            '--account',
+            'default',
+            '--url',
+            `${hooks.url}/other`,
+            '--database',
+            database.url,
+          ]
+          assert.equal((await runCli(add, { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true' })).code, 0)
+          const traceId = 'abad1dea'.repeat(4)
+          const created = await http(writer.baseUrl, 'POST', '/plants', {
+            token,
+            body: { id: 9, name: 'Elsewhere' },
+            headers: { traceparent: `00-${traceId}-${PARENT_ID}-01` },
+          })
+          assert.equal(created.status, 200, created.text)
+          const [delivery] = await hooks.waitFor(1, 15_000)
+          assert.match(String(delivery!.headers.traceparent), new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`))
+          const attempt = (s: (typeof receiver.spans)[number]) =>
+            s.name === 'webhook plant.created' && s.traceId === traceId
+          await eventually(async () => receiver.spans.some(attempt), 10_000, 50)
+          assert.equal(receiver.spans.find(attempt)!.resource['service.name'], 'plantstore-under-test')
+          const request = receiver.spans.find((s) => s.traceId === traceId && s.kind === 2)
+          assert.equal(request?.resource['service.name'], 'plantstore-writer')
+        } finally {
+          await writer.stop()
           await hooks.close()
         }
       })
