@@ -26,20 +26,16 @@ function changed() {
 
 if (process.argv.includes('--if-changed') && !changed()) process.exit(0)
 const started = new Date()
-/** The compiler, a development dependency: an install without them (`npm ci --omit=dev`) has no way to build. */
+/**
+ * The compiler, a development dependency: an install without them (`npm ci --omit=dev`) has no way to build, and a
+ * pruned install whose sources changed does not run a stale dist/ without a word.
+ */
 function compiler() {
   try {
     return createRequire(import.meta.url).resolve('typescript/bin/tsc')
   } catch {
-    // A pruned install whose sources look newer than the build (copied, say): the build it has is the one to run.
-    if (process.argv.includes('--if-changed') && existsSync(join(ROOT, 'dist', 'cli', 'main.js'))) {
-      process.stderr.write(
-        'plantstore: src/ looks newer than dist/, and no compiler is installed: running dist/ as built\n',
-      )
-      process.exit(0)
-    }
     process.stderr.write(
-      'plantstore: building needs the development dependencies; install for production with ' +
+      'plantstore: building needs the development dependencies (typescript is not installed); install for production with ' +
         '`npm ci --include=dev && npm run build && npm prune --omit=dev` (docs/operations.md, "Production install")\n',
     )
     process.exit(1)

@@ -24,7 +24,7 @@ cd "$work/plantstore"
 
 echo "check-production-install: npm ci --omit=dev stops with one line"
 if npm ci --omit=dev >"$work/omit.log" 2>&1; then fail "npm ci --omit=dev succeeded without building"; fi
-grep -q '^plantstore: building needs the development dependencies; install for production with `npm ci --include=dev && npm run build && npm prune --omit=dev`' "$work/omit.log" ||
+grep -q '^plantstore: building needs the development dependencies (typescript is not installed); install for production with `npm ci --include=dev && npm run build && npm prune --omit=dev`' "$work/omit.log" ||
   { cat "$work/omit.log"; fail "npm ci --omit=dev did not say how to install for production"; }
 if grep -Eq '^\s+at ' "$work/omit.log"; then cat "$work/omit.log"; fail "npm ci --omit=dev printed a stack trace"; fi
 grep '^plantstore: ' "$work/omit.log"

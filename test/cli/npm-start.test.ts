@@ -122,7 +122,11 @@ describe('npm start, run from a fresh copy of the project', () => {
 
     const later = new Date(Date.now() + 2000)
     utimesSync(join(dir, 'src', 'version.ts'), later, later)
-    await assert.rejects(start(npmStart()), /typescript/, 'a changed source is compiled, which needs typescript')
+    await assert.rejects(
+      start(npmStart()),
+      /plantstore: building needs the development dependencies \(typescript is not installed\); install for production with `npm ci --include=dev/,
+      'a changed source is compiled, which needs typescript: one line says so and how to install',
+    )
   })
 })
 
