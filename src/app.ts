@@ -102,11 +102,10 @@ function logger(
 ): FastifyBaseLogger | undefined {
   if (options === undefined) return undefined
   const { pretty, stream, ...rest } = options
-  const mixin = traceFields?.mixin
+  const settings = { ...rest, mixin: traceFields?.mixin }
   // For people reading a terminal, pino-pretty in this thread (a worker would load the formatter by path, which the
   // sources run through tsx cannot give it); JSON lines for everything else.
-  if (pretty === true) return redactingLogger({ ...rest, mixin }, prettyTerminal())
-  return redactingLogger({ ...rest, mixin }, stream ?? stdout())
+  return redactingLogger(settings, pretty === true ? prettyTerminal() : (stream ?? stdout()))
 }
 
 /**

@@ -1,12 +1,9 @@
 import { CONFIG_KEYS } from './config.js'
 
 const PREFIX = 'PLANTSTORE_'
+const KNOWN: ReadonlySet<string> = new Set(CONFIG_KEYS)
 /** The suite's and the benchmark's own switches (docs/reliability.md): read by them, never by the service. */
 const PROJECT_PREFIXES = ['PLANTSTORE_TEST_', 'PLANTSTORE_BENCH_']
-/**
- * An unprefixed variable this close to a setting of as many letters or more is taken for a misspelling of it.
- * Shorter settings (HOST, PORT) are as close to variables every shell has (HOME, PATH) and are left out.
- */
 /**
  * What Kubernetes puts in every pod for a Service named plantstore (docker links did the same): its address, in
  * `PLANTSTORE_SERVICE_HOST`, `PLANTSTORE_SERVICE_PORT*`, `PLANTSTORE_PORT_8080_TCP*`, and `PLANTSTORE_PORT` as a URL.
@@ -14,6 +11,10 @@ const PROJECT_PREFIXES = ['PLANTSTORE_TEST_', 'PLANTSTORE_BENCH_']
 const SERVICE_LINK =
   /^PLANTSTORE_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_[0-9]+_(TCP|UDP|SCTP)(_ADDR|_PORT|_PROTO)?)$/
 const SERVICE_LINK_URL = /^(tcp|udp|sctp):\/\//
+/**
+ * An unprefixed variable this close to a setting of as many letters or more is taken for a misspelling of it.
+ * Shorter settings (HOST, PORT) are as close to variables every shell has (HOME, PATH) and are left out.
+ */
 const NEAR = 2
 const NEAR_FROM_LENGTH = 8
 
@@ -43,8 +44,8 @@ function closest(name: string): string | undefined {
 }
 
 /** A variable the service would be expected to read but does not: prefixed, or one slip away from a setting. */
-function stray(name: string, value: string | undefined, known: ReadonlySet<string>): boolean {
-  if (known.has(name) || SERVICE_LINK.test(name)) return false
+function stray(name: string, value: string | undefined): boolean {
+  if (KNOWN.has(name) || SERVICE_LINK.test(name)) return false
   if (name === `${PREFIX}PORT` && SERVICE_LINK_URL.test(value ?? '')) return false
   if (name.startsWith(PREFIX)) return !PROJECT_PREFIXES.some((prefix) => name.startsWith(prefix))
   return CONFIG_KEYS.some(
@@ -57,9 +58,8 @@ function stray(name: string, value: string | undefined, known: ReadonlySet<strin
  * closest setting, so that a misspelt one is not silently left at its default.
  */
 export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
-  const known = new Set<string>(CONFIG_KEYS)
   return Object.keys(env)
-    .filter((name) => stray(name, env[name], known))
+    .filter((name) => stray(name, env[name]))
     .sort()
     .map((name) => {
       const meant = closest(name)

@@ -1,7 +1,8 @@
 import pinoPretty, { type PrettyOptions } from 'pino-pretty'
+import { COMPLETED_FIELDS } from './request-log.js'
 
-// What a `request completed` line carries besides its message (request-log.ts, and the request's logger binding).
-const REQUEST_FIELDS = ['reqId', 'method', 'route', 'url', 'status', 'durationMs', 'client', 'account', 'tokenId']
+// What a `request completed` line carries besides its message: its fields, and the request id its logger binds.
+const REQUEST_FIELDS = ['reqId', ...COMPLETED_FIELDS]
 
 function isRequestLine(log: object): log is Record<string, unknown> {
   const line = log as Record<string, unknown>

@@ -43,6 +43,18 @@ export interface CompletedRequest {
   error?: Error | null | undefined
 }
 
+/** The fields of a `request completed` line besides its message (and the request id its logger binds). */
+export const COMPLETED_FIELDS = [
+  'method',
+  'route',
+  'url',
+  'status',
+  'durationMs',
+  'client',
+  'account',
+  'tokenId',
+] as const
+
 /**
  * Writes the `request completed` line, the same fields whoever answered: Fastify's requests, and the CONNECTs Node
  * hands the server directly (socket/client-errors.ts). The URL has its credentials redacted here.
@@ -57,7 +69,7 @@ export function logCompleted(log: FastifyBaseLogger, line: CompletedRequest): vo
     client: line.client,
     account: line.account,
     tokenId: line.tokenId,
-  }
+  } satisfies Record<(typeof COMPLETED_FIELDS)[number], unknown>
   if (line.error) log.error({ ...fields, err: line.error }, 'request completed')
   else log.info(fields, 'request completed')
 }
