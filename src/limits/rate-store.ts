@@ -34,14 +34,20 @@ const slackMs = (rate: Rate) => 1e-3 * Math.min(rate.windowMs / rate.max, 1)
 const within = (rate: Rate, debtMs: number) => debtMs <= rate.windowMs + slackMs(rate)
 
 /**
+ * At least a millisecond, to the microsecond: a clock reading and an interval summed across a power of two leave
+ * noise in the last bits (60000.00000000001), which a wait in whole seconds, rounded up, would make a second longer.
+ */
+const waitMs = (ms: number) => Math.max(1, Math.round(ms * 1000) / 1000)
+
+/**
  * The budget from the debt a key holds after a request, in ms of refill (the store keeps now + debt): a request is
  * let through while the debt it leaves is at most the capacity.
  */
 export function budgetOf(rate: Rate, allowed: boolean, debtMs: number): Budget {
   const interval = rate.windowMs / rate.max
-  if (!allowed) return { allowed, remaining: 0, nextMs: Math.max(1, debtMs - rate.windowMs) }
+  if (!allowed) return { allowed, remaining: 0, nextMs: waitMs(debtMs - rate.windowMs) }
   const owed = Math.max(1, Math.ceil((debtMs - slackMs(rate)) / interval))
-  return { allowed, remaining: Math.max(0, rate.max - owed), nextMs: Math.max(1, debtMs - (owed - 1) * interval) }
+  return { allowed, remaining: Math.max(0, rate.max - owed), nextMs: waitMs(debtMs - (owed - 1) * interval) }
 }
 
 /** A RateStore whose answers come at once. */

@@ -4,6 +4,7 @@ import fc from 'fast-check'
 import { after, describe, test } from 'node:test'
 import { Redis } from 'ioredis'
 import { memoryRateStore, redisRateStore } from '../../src/limits/rate-store.js'
+import { waitSeconds } from '../../src/limits/too-many.js'
 
 // The Redis half runs when PLANTSTORE_TEST_REDIS_URL is set (CI sets it and PLANTSTORE_TEST_REQUIRE_REDIS=1).
 const REDIS_URL = process.env.PLANTSTORE_TEST_REDIS_URL || undefined
@@ -57,6 +58,26 @@ describe('rate store in this process', () => {
         },
       ),
       { numRuns: 300 },
+    )
+  })
+
+  test('says the next unit comes in one interval, in whole seconds, whatever the clock reads', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 2000 }),
+        fc.constantFrom(1000, 60_000, 180_000, 3_600_000),
+        // The monotonic clock's readings: ms since the process started.
+        fc.double({ min: 0, max: 1e7, noNaN: true }),
+        (max, windowMs, at) => {
+          const burst = memoryRateStore({ max, windowMs }, 10, () => at)
+          const taken = Array.from({ length: max + 1 }, () => burst.take('k'))
+          // Exact: integer division of integers that comes out whole is exact in floating point too.
+          const interval = Math.max(1, Math.ceil(windowMs / max / 1000))
+          const waits = [taken[0]!, taken.at(-1)!].map((budget) => waitSeconds(budget.nextMs))
+          assert.deepEqual(waits, [interval, interval], `${max} per ${windowMs} ms at ${at}`)
+        },
+      ),
+      { numRuns: 300, examples: [[3, 180_000, 51_793.10497148704]] },
     )
   })
 
