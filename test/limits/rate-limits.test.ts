@@ -9,7 +9,7 @@ import { issueToken } from '../../src/auth/issue-token.js'
 import type { RateLimitOptions } from '../../src/limits/rate-limits.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
 import { bearer, checkEveryResponse } from '../helpers/app.js'
-import { backends, freshStorage } from '../helpers/backends.js'
+import { backends, freshStorage, type TestBackend } from '../helpers/backends.js'
 
 // The Redis half runs when PLANTSTORE_TEST_REDIS_URL is set (CI sets it and PLANTSTORE_TEST_REQUIRE_REDIS=1).
 const REDIS_URL = process.env.PLANTSTORE_TEST_REDIS_URL || undefined
@@ -19,14 +19,18 @@ after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup()
 })
 
+/** An app with `limits`, on `storage` (another app's, say) or a fresh store of `backend` (the first by default). */
 async function appWith(
   limits: Omit<RateLimitOptions, 'onLimited'>,
-  storage?: InstrumentedStorage,
-  metricsToken?: string,
+  {
+    storage,
+    backend = backends[0]!,
+    metricsToken,
+  }: { storage?: InstrumentedStorage; backend?: TestBackend; metricsToken?: string } = {},
 ) {
   let store = storage
   if (store === undefined) {
-    const fresh = await freshStorage(backends[0]!)
+    const fresh = await freshStorage(backend)
     cleanups.push(fresh.dispose)
     store = fresh.storage
   }
@@ -53,59 +57,69 @@ function limitItem(res: { headers: Record<string, unknown> }, policy: string): R
   )
 }
 
-describe('per-account rate limit', () => {
-  test('counts every token of one account in one budget, answering 429 past it; other accounts are not affected', async () => {
-    const { app, storage } = await appWith({
-      perToken: { max: 100, windowMs: 60_000 },
-      perAccount: { max: 4, windowMs: 60_000 },
-      authFailures: { max: 0, windowMs: 1000 },
+for (const backend of backends)
+  describe(`per-account rate limit (${backend.name})`, () => {
+    test('counts every token of one account in one budget, answering 429 past it; other accounts are not affected', async () => {
+      const { app, storage } = await appWith(
+        {
+          perToken: { max: 100, windowMs: 60_000 },
+          perAccount: { max: 4, windowMs: 60_000 },
+          authFailures: { max: 0, windowMs: 1000 },
+        },
+        { backend },
+      )
+      const tokens = await Promise.all(
+        [1, 2, 3].map(async () => bearer((await issueToken(storage, { accountName: 'a' })).secret)),
+      )
+      const statuses = []
+      for (let i = 0; i < 6; i++) statuses.push((await list(app, tokens[i % 3]!)).statusCode)
+      assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429])
+      const limited = await list(app, tokens[0]!)
+      assert.equal(limited.json().error, 42901)
+      // One request refilled every 15 s (4 a minute).
+      assert.equal(limited.json().message, "the account's rate limit of 4 requests exceeded; retry in 15 seconds")
+      assert.equal(limited.headers['retry-after'], '15')
+      const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
+      assert.equal((await list(app, other)).statusCode, 200)
+      const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+      assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="account"\} 3$/m)
     })
-    const tokens = await Promise.all(
-      [1, 2, 3].map(async () => bearer((await issueToken(storage, { accountName: 'a' })).secret)),
-    )
-    const statuses = []
-    for (let i = 0; i < 6; i++) statuses.push((await list(app, tokens[i % 3]!)).statusCode)
-    assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429])
-    const limited = await list(app, tokens[0]!)
-    assert.equal(limited.json().error, 42901)
-    // One request refilled every 15 s (4 a minute).
-    assert.equal(limited.json().message, "the account's rate limit of 4 requests exceeded; retry in 15 seconds")
-    assert.equal(limited.headers['retry-after'], '15')
-    const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
-    assert.equal((await list(app, other)).statusCode, 200)
-    const metrics = await app.inject({ method: 'GET', url: '/metrics' })
-    assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="account"\} 3$/m)
-  })
 
-  test("answers the account's 429 with Retry-After and a RateLimit field saying the account's budget is spent", async () => {
-    const { app, storage } = await appWith({
-      perToken: { max: 100, windowMs: 60_000 },
-      perAccount: { max: 2, windowMs: 60_000 },
-      authFailures: { max: 0, windowMs: 1000 },
+    test("answers the account's 429 with Retry-After and a RateLimit field saying the account's budget is spent", async () => {
+      const { app, storage } = await appWith(
+        {
+          perToken: { max: 100, windowMs: 60_000 },
+          perAccount: { max: 2, windowMs: 60_000 },
+          authFailures: { max: 0, windowMs: 1000 },
+        },
+        { backend },
+      )
+      const token = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+      assert.equal((await list(app, token)).statusCode, 200)
+      assert.equal((await list(app, token)).statusCode, 200)
+      const limited = await list(app, token)
+      assert.equal(limited.statusCode, 429)
+      assert.equal(limited.headers['ratelimit-policy'], '"token";q=100;w=60, "account";q=2;w=60')
+      assert.deepEqual(limitItem(limited, 'account'), { r: 0, t: 30 })
+      assert.equal(limitItem(limited, 'token')?.r, 97, 'the token had budget left: the account refused')
+      // Retry-After no earlier than the end of the effective window (draft-ietf-httpapi-ratelimit-headers-11, §6).
+      assert.equal(limited.headers['retry-after'], '30')
     })
-    const token = bearer((await issueToken(storage, { accountName: 'a' })).secret)
-    assert.equal((await list(app, token)).statusCode, 200)
-    assert.equal((await list(app, token)).statusCode, 200)
-    const limited = await list(app, token)
-    assert.equal(limited.statusCode, 429)
-    assert.equal(limited.headers['ratelimit-policy'], '"token";q=100;w=60, "account";q=2;w=60')
-    assert.deepEqual(limitItem(limited, 'account'), { r: 0, t: 30 })
-    assert.equal(limitItem(limited, 'token')?.r, 97, 'the token had budget left: the account refused')
-    // Retry-After no earlier than the end of the effective window (draft-ietf-httpapi-ratelimit-headers-11, §6).
-    assert.equal(limited.headers['retry-after'], '30')
-  })
 
-  test('leaves the routes without a token alone, the reference registered before authentication included', async () => {
-    const { app } = await appWith({
-      perToken: { max: 1, windowMs: 60_000 },
-      perAccount: { max: 1, windowMs: 60_000 },
-      authFailures: { max: 0, windowMs: 1000 },
+    test('leaves the routes without a token alone, the reference registered before authentication included', async () => {
+      const { app } = await appWith(
+        {
+          perToken: { max: 1, windowMs: 60_000 },
+          perAccount: { max: 1, windowMs: 60_000 },
+          authFailures: { max: 0, windowMs: 1000 },
+        },
+        { backend },
+      )
+      for (const url of ['/docs/json', '/docs/json', '/openapi.json', '/healthz', '/healthz']) {
+        assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url)
+      }
     })
-    for (const url of ['/docs/json', '/docs/json', '/openapi.json', '/healthz', '/healthz']) {
-      assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url)
-    }
   })
-})
 
 /**
  * Token T1 of an account floods past its own limit of 3; T2 of the same account then still gets through, up to the
@@ -140,85 +154,107 @@ describe('per-token and per-account limits together', () => {
   })
 })
 
-describe('per-token rate limit', () => {
-  test('answers 429 in the Error shape with Retry-After over the limit, the RateLimit field counting down', async () => {
-    const { app, storage } = await appWith({
-      // A minute to refill each: the requests below never see one come back, however slow the machine.
-      perToken: { max: 3, windowMs: 180_000 },
-      authFailures: { max: 0, windowMs: 1000 },
+for (const backend of backends)
+  describe(`per-token rate limit (${backend.name})`, () => {
+    test('answers 429 in the Error shape with Retry-After over the limit, the RateLimit field counting down', async () => {
+      const { app, storage } = await appWith(
+        {
+          // A minute to refill each: the requests below never see one come back, however slow the machine.
+          perToken: { max: 3, windowMs: 180_000 },
+          authFailures: { max: 0, windowMs: 1000 },
+        },
+        { backend },
+      )
+      const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+      for (const remaining of [2, 1, 0]) {
+        const res = await list(app, headers)
+        assert.equal(res.statusCode, 200)
+        assert.equal(res.headers['ratelimit-policy'], '"token";q=3;w=180')
+        assert.equal(limitItem(res, 'token')?.r, remaining)
+        assert.ok(
+          limitItem(res, 'token')!.t! >= 1 && limitItem(res, 'token')!.t! <= 60,
+          res.headers.ratelimit as string,
+        )
+      }
+      const limited = await list(app, headers)
+      assert.equal(limited.statusCode, 429)
+      assert.equal(limited.json().error, 42901)
+      assert.match(limited.json().message, /^rate limit of 3 requests exceeded; retry in (59 seconds|1 minute)$/)
+      assert.ok(Number(limited.headers['retry-after']) >= limitItem(limited, 'token')!.t!)
+      assert.equal(limitItem(limited, 'token')?.r, 0)
+      const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
+      assert.equal((await list(app, other)).statusCode, 200, 'another token has its own budget')
+      const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+      assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="token"\} 1$/m)
     })
-    const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
-    for (const remaining of [2, 1, 0]) {
-      const res = await list(app, headers)
-      assert.equal(res.statusCode, 200)
-      assert.equal(res.headers['ratelimit-policy'], '"token";q=3;w=180')
-      assert.equal(limitItem(res, 'token')?.r, remaining)
-      assert.ok(limitItem(res, 'token')!.t! >= 1 && limitItem(res, 'token')!.t! <= 60, res.headers.ratelimit as string)
-    }
-    const limited = await list(app, headers)
-    assert.equal(limited.statusCode, 429)
-    assert.equal(limited.json().error, 42901)
-    assert.match(limited.json().message, /^rate limit of 3 requests exceeded; retry in (59 seconds|1 minute)$/)
-    assert.ok(Number(limited.headers['retry-after']) >= limitItem(limited, 'token')!.t!)
-    assert.equal(limitItem(limited, 'token')?.r, 0)
-    const other = bearer((await issueToken(storage, { accountName: 'b' })).secret)
-    assert.equal((await list(app, other)).statusCode, 200, 'another token has its own budget')
-    const metrics = await app.inject({ method: 'GET', url: '/metrics' })
-    assert.match(metrics.body, /^plantstore_rate_limited_total\{limit="token"\} 1$/m)
-  })
 
-  test('refills continuously, one request every window/limit, rather than all at once when a window ends', async () => {
-    const { app, storage } = await appWith({
-      // One refilled every 2 s: the five requests before the wait have 2 s to be answered before one comes back, and
-      // the three after it 1.5 s before a third does.
-      perToken: { max: 4, windowMs: 8000 },
-      authFailures: { max: 0, windowMs: 1000 },
+    test('refills continuously, one request every window/limit, rather than all at once when a window ends', async () => {
+      const { app, storage } = await appWith(
+        {
+          // One refilled every 2 s: the five requests before the wait have 2 s to be answered before one comes back, and
+          // the three after it 1.5 s before a third does.
+          perToken: { max: 4, windowMs: 8000 },
+          authFailures: { max: 0, windowMs: 1000 },
+        },
+        { backend },
+      )
+      const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+      for (let i = 0; i < 4; i++) assert.equal((await list(app, headers)).statusCode, 200)
+      const limited = await list(app, headers)
+      assert.equal(limited.statusCode, 429)
+      assert.equal(limited.headers['retry-after'], '2')
+      await sleep(4500)
+      // 4.5 s refilled two and no more: the budget returns a little at a time, and the RateLimit field says so.
+      const answers = [await list(app, headers), await list(app, headers), await list(app, headers)]
+      assert.deepEqual(
+        answers.map((res) => [res.statusCode, limitItem(res, 'token')?.r]),
+        [
+          [200, 1],
+          [200, 0],
+          [429, 0],
+        ],
+      )
     })
-    const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
-    for (let i = 0; i < 4; i++) assert.equal((await list(app, headers)).statusCode, 200)
-    const limited = await list(app, headers)
-    assert.equal(limited.statusCode, 429)
-    assert.equal(limited.headers['retry-after'], '2')
-    await sleep(4500)
-    // 4.5 s refilled two and no more: the budget returns a little at a time.
-    const statuses = [(await list(app, headers)).statusCode, (await list(app, headers)).statusCode]
-    const third = await list(app, headers)
-    assert.deepEqual([...statuses, third.statusCode], [200, 200, 429])
-  })
 
-  test('counts 4xx answers to a valid token too (missing scope, invalid body), with RateLimit headers', async () => {
-    const { app, storage } = await appWith({
-      perToken: { max: 2, windowMs: 60_000 },
-      authFailures: { max: 0, windowMs: 1000 },
+    test('counts 4xx answers to a valid token too (missing scope, invalid body), with RateLimit headers', async () => {
+      const { app, storage } = await appWith(
+        {
+          perToken: { max: 2, windowMs: 60_000 },
+          authFailures: { max: 0, windowMs: 1000 },
+        },
+        { backend },
+      )
+      const json = { 'content-type': 'application/json' }
+      const readOnly = bearer((await issueToken(storage, { accountName: 'a', scopes: ['plants:read'] })).secret)
+      const forbidden = await app.inject({
+        method: 'POST',
+        url: '/plants',
+        headers: { ...readOnly, ...json },
+        payload: '{}',
+      })
+      assert.equal(forbidden.statusCode, 403)
+      assert.equal(limitItem(forbidden, 'token')?.r, 1)
+      const writer = bearer((await issueToken(storage, { accountName: 'b' })).secret)
+      const invalid = await app.inject({
+        method: 'POST',
+        url: '/plants',
+        headers: { ...writer, ...json },
+        payload: '{"id": "x"}',
+      })
+      assert.equal(invalid.statusCode, 400)
+      assert.equal(limitItem(invalid, 'token')?.r, 1)
     })
-    const json = { 'content-type': 'application/json' }
-    const readOnly = bearer((await issueToken(storage, { accountName: 'a', scopes: ['plants:read'] })).secret)
-    const forbidden = await app.inject({
-      method: 'POST',
-      url: '/plants',
-      headers: { ...readOnly, ...json },
-      payload: '{}',
-    })
-    assert.equal(forbidden.statusCode, 403)
-    assert.equal(limitItem(forbidden, 'token')?.r, 1)
-    const writer = bearer((await issueToken(storage, { accountName: 'b' })).secret)
-    const invalid = await app.inject({
-      method: 'POST',
-      url: '/plants',
-      headers: { ...writer, ...json },
-      payload: '{"id": "x"}',
-    })
-    assert.equal(invalid.statusCode, 400)
-    assert.equal(limitItem(invalid, 'token')?.r, 1)
-  })
 
-  test('puts no RateLimit headers on public routes', async () => {
-    const { app } = await appWith({ perToken: { max: 3, windowMs: 1000 }, authFailures: { max: 0, windowMs: 1000 } })
-    const res = await app.inject({ method: 'GET', url: '/healthz' })
-    assert.equal(res.headers.ratelimit, undefined)
-    assert.equal(res.headers['ratelimit-policy'], undefined)
+    test('puts no RateLimit headers on public routes', async () => {
+      const { app } = await appWith(
+        { perToken: { max: 3, windowMs: 1000 }, authFailures: { max: 0, windowMs: 1000 } },
+        { backend },
+      )
+      const res = await app.inject({ method: 'GET', url: '/healthz' })
+      assert.equal(res.headers.ratelimit, undefined)
+      assert.equal(res.headers['ratelimit-policy'], undefined)
+    })
   })
-})
 
 describe('failed-authentication limit per client address', () => {
   test('answers 429 once an address has failed too often, even with a valid token, and not for a missing token', async () => {
@@ -267,7 +303,7 @@ if (REDIS_URL !== undefined)
         namespace,
       }
       const a = await appWith(limits)
-      const b = await appWith(limits, a.storage)
+      const b = await appWith(limits, { storage: a.storage })
       const headers = bearer((await issueToken(a.storage, { accountName: 'a' })).secret)
       for (const app of [a.app, b.app, a.app, b.app]) assert.equal((await list(app, headers)).statusCode, 200)
       assert.equal((await list(a.app, headers)).statusCode, 429)
@@ -285,7 +321,7 @@ if (REDIS_URL !== undefined)
       cleanups.push(() => redis.quit())
       const limits = { ...FLOOD_LIMITS, redis, namespace: `plantstore-test:${randomUUID()}:` }
       const a = await appWith(limits)
-      const b = await appWith(limits, a.storage)
+      const b = await appWith(limits, { storage: a.storage })
       await floodOneToken([a.app, b.app], a.storage)
     })
   })
@@ -302,8 +338,8 @@ if (REDIS_URL !== undefined)
         namespace: `plantstore-test:${randomUUID()}:`,
       }
       const metricsToken = 'metrics-token-0123456789'
-      const a = await appWith(limits, undefined, metricsToken)
-      const b = await appWith(limits, a.storage, metricsToken)
+      const a = await appWith(limits, { metricsToken })
+      const b = await appWith(limits, { storage: a.storage, metricsToken })
       const scrape = (app: FastifyInstance, token: string) =>
         app.inject({ method: 'GET', url: '/metrics', headers: bearer(token) })
       assert.equal((await scrape(a.app, 'wrong-metrics-token-1')).statusCode, 401)
