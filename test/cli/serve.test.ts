@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import Database from 'better-sqlite3'
 import { after, before, describe, test } from 'node:test'
 import { backends, type TestDatabase } from '../helpers/backends.js'
 import { parseExact } from '../helpers/json.js'
@@ -301,6 +302,44 @@ describe('a misspelt setting', () => {
         server.stderr,
         'plantstore: PLANTSTORE_RATELIMIT: not a setting; did you mean PLANTSTORE_RATE_LIMIT?\n',
       )
+    } finally {
+      await server.stop('SIGKILL')
+    }
+  })
+})
+
+describe('plantstore serve with the idempotency settings', () => {
+  test('keeps a key PLANTSTORE_IDEMPOTENCY_KEY_HOURS and refuses keys past PLANTSTORE_MAX_IDEMPOTENCY_KEYS_PER_ACCOUNT', async () => {
+    const file = tempDatabase()
+    const token = `pst_${randomBytes(32).toString('base64url')}`
+    const server = await startServer({
+      database: `sqlite:${file}`,
+      env: {
+        PLANTSTORE_BOOTSTRAP_TOKEN: token,
+        PLANTSTORE_IDEMPOTENCY_KEY_HOURS: '3',
+        PLANTSTORE_MAX_IDEMPOTENCY_KEYS_PER_ACCOUNT: '1',
+      },
+    })
+    try {
+      const create = (id: number, key: string) =>
+        http(server.baseUrl, 'POST', '/plants', {
+          token,
+          body: { id, name: 'Fern' },
+          headers: { 'idempotency-key': key },
+        })
+      const sent = Date.now()
+      assert.equal((await create(1, 'first')).status, 200)
+      assertErrorBody(await create(2, 'second'), 409, 40902)
+      assert.equal((await create(1, 'first')).headers.get('idempotent-replayed'), 'true')
+      const db = new Database(file, { readonly: true, fileMustExist: true })
+      try {
+        const expires = db.prepare('SELECT expires_at FROM idempotency_keys').pluck().all() as number[]
+        assert.equal(expires.length, 1, 'the refused key was not kept')
+        const hours = (expires[0]! - sent) / 3_600_000
+        assert.ok(hours > 2.99 && hours < 3.01, `kept ${hours} hours`)
+      } finally {
+        db.close()
+      }
     } finally {
       await server.stop('SIGKILL')
     }

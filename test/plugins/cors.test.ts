@@ -65,6 +65,19 @@ for (const backend of backends) {
         })
         assert.equal(res.statusCode, 204)
       }
+      // Nor do they spend one: an address that sent only preflights still has its one failure of the minute.
+      const fresh = '127.0.0.10'
+      for (let i = 0; i < 5; i++) {
+        const res = await t.app.inject({
+          method: 'OPTIONS',
+          url: '/plants',
+          headers: { origin: ALLOWED, 'access-control-request-method': 'GET' },
+          remoteAddress: fresh,
+        })
+        assert.equal(res.statusCode, 204)
+      }
+      const firstGuess = await t.app.inject({ method: 'GET', url: '/plants', headers: stranger, remoteAddress: fresh })
+      assert.equal(firstGuess.statusCode, 401, 'the preflights spent nothing of the address’s failure budget')
       const own = bearer(await t.token('preflighted'))
       const list = () => t.app.inject({ method: 'GET', url: '/plants', headers: { ...own, origin: ALLOWED } })
       assert.equal((await list()).statusCode, 200)
