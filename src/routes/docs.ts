@@ -6,12 +6,13 @@ import { ErrorBody } from '../schemas/error.js'
 import { NewPlant, Plant } from '../schemas/plant.js'
 import { TokenShape } from '../schemas/token.js'
 import { SubscriptionShape } from '../schemas/webhook.js'
+import { withRateLimitHeaders } from './rate-limit-headers.js'
 import { SECURITY } from './security.js'
 
 const description = `Create, list, read and delete plants, behind bearer tokens.
 
 Every error response is \`application/json\` \`{error, message}\`, \`error\` a stable value from the catalogue given with the Error schema, below the operations.
-Every response carries \`X-Request-Id\` (a sane incoming one is echoed). Pages on the origins an operator lists in \`PLANTSTORE_CORS_ORIGINS\` may call the API from a browser (CORS; a preflight needs no token); by default no origin may.`
+Every response carries \`X-Request-Id\` (a sane incoming one is echoed). Every answer to an accepted token carries \`RateLimit-Policy\` and \`RateLimit\` (draft-ietf-httpapi-ratelimit-headers-11): a client that waits \`t\` seconds when \`r\` is 0 is not refused. Pages on the origins an operator lists in \`PLANTSTORE_CORS_ORIGINS\` may call the API from a browser (CORS; a preflight needs no token); by default no origin may.`
 
 // The top bar's mark: the service's name where Swagger UI would show Fastify's logo.
 const LOGO = `<svg xmlns="http://www.w3.org/2000/svg" width="220" height="40" viewBox="0 0 220 40"><text x="0" y="28" font-family="sans-serif" font-size="24" font-weight="700" fill="#ffffff">Plant Store API</text></svg>`
@@ -120,6 +121,8 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
       webhooks,
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transformObject: (made) =>
+      'openapiObject' in made ? withRateLimitHeaders(made.openapiObject) : made.swaggerObject,
   })
   await app.register(swaggerUi, {
     routePrefix: '/docs',

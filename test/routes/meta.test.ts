@@ -129,6 +129,28 @@ describe('public routes and cross-cutting behaviour', () => {
       assert.ok(create.responses['200']?.headers?.['Idempotent-Replayed'])
     })
 
+    test('documents RateLimit-Policy and RateLimit on every answer to a token but its 401, and on none without one', () => {
+      let documented = 0
+      for (const [path, item] of Object.entries(doc.paths)) {
+        for (const [method, operation] of Object.entries(item)) {
+          const authenticated = (operation.security ?? [{}]).length > 0
+          for (const [status, response] of Object.entries(operation.responses)) {
+            const headers = (response as { headers?: Record<string, { description: string }> }).headers ?? {}
+            const described = [headers['RateLimit-Policy']?.description, headers.RateLimit?.description]
+            const where = `${method} ${path} ${status}`
+            if (!authenticated || status === '401') {
+              assert.deepEqual(described, [undefined, undefined], where)
+              continue
+            }
+            assert.match(described[0] ?? '', /`q` requests per `w` seconds/, where)
+            assert.match(described[1] ?? '', /`r` requests, and `t` seconds/, where)
+            documented++
+          }
+        }
+      }
+      assert.ok(documented >= 30, `${documented} responses; the plant operations alone have 30`)
+    })
+
     test('documents the query parameter as limit, the id as int64, and the Plant shape without id', () => {
       const text = JSON.stringify(doc)
       assert.match(text, /"name":"limit","required":false/)

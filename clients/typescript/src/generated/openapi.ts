@@ -578,6 +578,10 @@ export interface operations {
         headers: {
           /** @description RFC 8288 link to the next page, rel="next"; absent on the last page */
           Link?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -597,6 +601,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -619,6 +627,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -630,6 +642,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -639,6 +655,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -650,6 +670,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -699,6 +723,10 @@ export interface operations {
         headers: {
           /** @description Present when the answer is the kept answer to an earlier request with the same Idempotency-Key */
           'Idempotent-Replayed'?: 'true'
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -708,6 +736,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40002: The request body is not valid JSON; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -730,6 +762,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -741,6 +777,10 @@ export interface operations {
         headers: {
           /** @description With 40903: seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -750,6 +790,10 @@ export interface operations {
       /** @description Error. `error` is one of: 41301: The request body is over the size limit */
       413: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -761,6 +805,10 @@ export interface operations {
         headers: {
           /** @description With 41502: `identity`, the only content coding accepted */
           'Accept-Encoding'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -770,6 +818,10 @@ export interface operations {
       /** @description Error. `error` is one of: 42201: The Idempotency-Key was sent before with a different request (operation, token or body); nothing was done */
       422: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -781,6 +833,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -790,6 +846,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -801,6 +861,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -824,6 +888,10 @@ export interface operations {
       /** @description The plant: exactly the Plant shape (the caller knows the id) */
       200: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -833,6 +901,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -855,6 +927,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -864,6 +940,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40401: The account has no plant with that id */
       404: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -875,6 +955,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -884,6 +968,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -895,6 +983,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -918,6 +1010,10 @@ export interface operations {
       /** @description Plant deleted */
       204: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content?: never
@@ -925,6 +1021,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -947,6 +1047,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -956,6 +1060,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40401: The account has no plant with that id */
       404: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -967,6 +1075,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -976,6 +1088,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -987,6 +1103,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1007,6 +1127,10 @@ export interface operations {
       /** @description Tokens */
       200: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1016,6 +1140,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1038,6 +1166,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1049,6 +1181,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1058,6 +1194,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1069,6 +1209,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1112,6 +1256,10 @@ export interface operations {
       /** @description Made; keep the secret */
       201: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1152,6 +1300,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40002: The request body is not valid JSON; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1174,6 +1326,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1185,6 +1341,10 @@ export interface operations {
         headers: {
           /** @description With 40903: seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1194,6 +1354,10 @@ export interface operations {
       /** @description Error. `error` is one of: 41301: The request body is over the size limit */
       413: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1205,6 +1369,10 @@ export interface operations {
         headers: {
           /** @description With 41502: `identity`, the only content coding accepted */
           'Accept-Encoding'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1216,6 +1384,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1225,6 +1397,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1236,6 +1412,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1259,6 +1439,10 @@ export interface operations {
       /** @description Token deleted */
       204: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content?: never
@@ -1266,6 +1450,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1288,6 +1476,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1297,6 +1489,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40404: The account has no token with that id */
       404: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1308,6 +1504,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1317,6 +1517,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1328,6 +1532,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1348,6 +1556,10 @@ export interface operations {
       /** @description Subscriptions */
       200: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1357,6 +1569,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1379,6 +1595,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1390,6 +1610,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1399,6 +1623,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1410,6 +1638,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1456,6 +1688,10 @@ export interface operations {
         headers: {
           /** @description Present when the answer is the kept answer to an earlier request with the same Idempotency-Key */
           'Idempotent-Replayed'?: 'true'
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1503,6 +1739,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40002: The request body is not valid JSON; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1525,6 +1765,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1536,6 +1780,10 @@ export interface operations {
         headers: {
           /** @description With 40903: seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1545,6 +1793,10 @@ export interface operations {
       /** @description Error. `error` is one of: 41301: The request body is over the size limit */
       413: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1556,6 +1808,10 @@ export interface operations {
         headers: {
           /** @description With 41502: `identity`, the only content coding accepted */
           'Accept-Encoding'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1565,6 +1821,10 @@ export interface operations {
       /** @description Error. `error` is one of: 42201: The Idempotency-Key was sent before with a different request (operation, token or body); nothing was done */
       422: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1576,6 +1836,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1585,6 +1849,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1596,6 +1864,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1619,6 +1891,10 @@ export interface operations {
       /** @description Subscription removed */
       204: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content?: never
@@ -1626,6 +1902,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1648,6 +1928,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1657,6 +1941,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40403: The account has no webhook subscription with that id */
       404: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1668,6 +1956,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1677,6 +1969,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1688,6 +1984,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1711,6 +2011,10 @@ export interface operations {
       /** @description The subscription, active */
       200: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1720,6 +2024,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40001: A parameter or body field is invalid; 40003: The HTTP request itself is malformed; 40004: A header that must appear once (Authorization, Host) was sent more than once */
       400: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1742,6 +2050,10 @@ export interface operations {
         headers: {
           /** @description RFC 6750 Bearer challenge */
           'WWW-Authenticate'?: string
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1751,6 +2063,10 @@ export interface operations {
       /** @description Error. `error` is one of: 40403: The account has no webhook subscription with that id */
       404: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1762,6 +2078,10 @@ export interface operations {
         headers: {
           /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1771,6 +2091,10 @@ export interface operations {
       /** @description Error. `error` is one of: 50001: An unexpected error on the server */
       500: {
         headers: {
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
@@ -1782,6 +2106,10 @@ export interface operations {
         headers: {
           /** @description Seconds to wait before retrying */
           'Retry-After'?: number
+          /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
+          'RateLimit-Policy'?: string
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          RateLimit?: string
           [name: string]: unknown
         }
         content: {
