@@ -136,7 +136,7 @@ async function loadUntilKilled(server: ServerProcess, firstId: number, killOn: K
     killed = true
     result.loadMs = Date.now() - started
     result.outstandingAtKill = awaiting.size
-    // startServer spawns `node --import tsx src/cli/main.ts serve` itself (no npx, no shell, one worker), so this
+    // startServer spawns `node bin/plantstore.js serve` itself (no npx, no shell, one worker), so this
     // pid is the process that serves and writes, and SIGKILL leaves it no shutdown code to run.
     server.process.kill('SIGKILL')
   }

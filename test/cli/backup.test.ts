@@ -10,6 +10,7 @@ import {
   cleanup,
   eventually,
   http,
+  plantstoreCommand,
   REPO_ROOT,
   runCli,
   spawnPlantstore,
@@ -321,9 +322,9 @@ describe('plantstore backup that fails on the way', () => {
     const { url, store } = await seededStore(30_000)
     assert.ok(statSync(store).size > 2 ** 20, 'a store larger than the disk')
     const target = tempDir()
-    const main = join(REPO_ROOT, 'src', 'cli', 'main.ts')
-    const script = `${MOUNT} && "$1" --import tsx "$2" backup "$0/backup.db" --database "$3"; echo "exit $?"; ls -A "$0"`
-    const run = spawnSync('unshare', ['-Urm', 'sh', '-c', script, target, process.execPath, main, url], {
+    const [node, main] = plantstoreCommand([])
+    const script = `${MOUNT} && "$1" "$2" backup "$0/backup.db" --database "$3"; echo "exit $?"; ls -A "$0"`
+    const run = spawnSync('unshare', ['-Urm', 'sh', '-c', script, target, node!, main!, url], {
       cwd: REPO_ROOT,
       encoding: 'utf8',
       timeout: 30_000,

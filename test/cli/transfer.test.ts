@@ -10,6 +10,7 @@ import {
   cleanup,
   eventually,
   http,
+  plantstoreCommand,
   REPO_ROOT,
   runCli,
   startServer,
@@ -20,8 +21,7 @@ import {
   type ServerProcess,
 } from '../helpers/server-process.js'
 
-const MAIN = join(REPO_ROOT, 'src', 'cli', 'main.ts')
-const plantstore = (args: string[]) => [process.execPath, '--import', 'tsx', MAIN, ...args]
+const plantstore = plantstoreCommand
 
 /** Runs the commands as one shell pipeline would (`a | b`), each a real process; resolves with the last's result. */
 function pipeline(commands: string[][]): Promise<CliResult & { stderrs: string[]; codes: Array<number | null> }> {
@@ -348,20 +348,14 @@ describe('plantstore export and import', () => {
     await once(silent, 'listening')
     const { port } = silent.address() as { port: number }
     const dir = tempDir()
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        MAIN,
-        'export',
-        '--output',
-        join(dir, 'x.ndjson'),
-        '--database',
-        `postgres://u@127.0.0.1:${port}/db`,
-      ],
-      { cwd: REPO_ROOT, stdio: 'ignore' },
-    )
+    const [command, ...args] = plantstore([
+      'export',
+      '--output',
+      join(dir, 'x.ndjson'),
+      '--database',
+      `postgres://u@127.0.0.1:${port}/db`,
+    ])
+    const child = spawn(command!, args, { cwd: REPO_ROOT, stdio: 'ignore' })
     try {
       await eventually(async () => held.length > 0 && readdirSync(dir).length > 0, WAIT_MS)
       const [code, signal] = (await Promise.all([once(child, 'exit'), child.kill('SIGTERM')]))[0] as [number, string]

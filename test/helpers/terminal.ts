@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process'
-import { join } from 'node:path'
 import { CONFIG_KEYS } from '../../src/config.js'
-import { REPO_ROOT, tempDatabase } from './server-process.js'
+import { plantstoreCommand, REPO_ROOT, tempDatabase } from './server-process.js'
 
 // The developer's own service settings stay out of the child, as in server-process.ts.
 const OWN = new Set<string>([...CONFIG_KEYS, 'NODE_TEST_CONTEXT'])
@@ -12,8 +11,7 @@ const OWN = new Set<string>([...CONFIG_KEYS, 'NODE_TEST_CONTEXT'])
  * listens (its requests' lines can then be waited for).
  */
 export function serveOnTerminal(done: RegExp, act?: (baseUrl: string) => Promise<void>): Promise<string> {
-  const main = join(REPO_ROOT, 'src', 'cli', 'main.ts')
-  const command = `${process.execPath} --import tsx ${main} serve --port 0 --database ${tempDatabase()}`
+  const command = plantstoreCommand(['serve', '--port', '0', '--database', tempDatabase()]).join(' ')
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !OWN.has(key)))
   const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: REPO_ROOT, env: { ...env, LOG_LEVEL: 'info' } })
   let output = ''
@@ -48,8 +46,7 @@ export function serveOnTerminal(done: RegExp, act?: (baseUrl: string) => Promise
  * resolves with everything it printed there and its exit code as `script` reports it.
  */
 export function runOnTerminal(args: string[]): Promise<{ output: string; code: number | null }> {
-  const main = join(REPO_ROOT, 'src', 'cli', 'main.ts')
-  const quoted = [process.execPath, '--import', 'tsx', main, ...args].map((arg) => `'${arg.replaceAll("'", "'\\''")}'`)
+  const quoted = plantstoreCommand(args).map((arg) => `'${arg.replaceAll("'", "'\\''")}'`)
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !OWN.has(key)))
   const child = spawn('script', ['-qec', quoted.join(' '), '/dev/null'], { cwd: REPO_ROOT, env })
   let output = ''
