@@ -475,17 +475,20 @@ describe('plantstore export and import', () => {
       () => new RegExp(`^line ${lines().length + 1}: a line after the export's end line`),
     ],
   ]
-  for (const [what, input, message] of bad) {
-    test(`import refuses ${what} with exit 1, the line number, and writes nothing`, async () => {
-      const target = tempDatabase()
-      const refused = await importText(target, input())
-      assert.equal(refused.code, 1, refused.stderr)
-      const line = refused.stderr.replace(/^plantstore: /, '')
-      assert.match(line, message())
-      assert.equal(refused.stderr.trimEnd().split('\n').length, 1)
-      const after = await runCli(['export', '--database', target])
-      assert.equal(after.stdout.trimEnd().split('\n').length, 2, 'the store holds nothing: header and end line alone')
-      assert.match(after.stderr, /exported 0 accounts, 0 tokens, 0 plants, 0 subscriptions/)
-    })
-  }
+  // Each into a store of its own: a few at once, as their processes mostly wait on each other.
+  describe('import refusals', { concurrency: 4 }, () => {
+    for (const [what, input, message] of bad) {
+      test(`import refuses ${what} with exit 1, the line number, and writes nothing`, async () => {
+        const target = tempDatabase()
+        const refused = await importText(target, input())
+        assert.equal(refused.code, 1, refused.stderr)
+        const line = refused.stderr.replace(/^plantstore: /, '')
+        assert.match(line, message())
+        assert.equal(refused.stderr.trimEnd().split('\n').length, 1)
+        const after = await runCli(['export', '--database', target])
+        assert.equal(after.stdout.trimEnd().split('\n').length, 2, 'the store holds nothing: header and end line alone')
+        assert.match(after.stderr, /exported 0 accounts, 0 tokens, 0 plants, 0 subscriptions/)
+      })
+    }
+  })
 })
