@@ -252,7 +252,12 @@ for (const backend of backends) {
     test('a collector that refuses connections changes no answer', async () => {
       const refusing = await startOtlpReceiver()
       await refusing.close()
-      const env = { OTEL_EXPORTER_OTLP_ENDPOINT: refusing.url, OTEL_BSP_SCHEDULE_DELAY: '10' }
+      // A second to give up on each export: the stop's last flush would otherwise retry for the default 10 s.
+      const env = {
+        OTEL_EXPORTER_OTLP_ENDPOINT: refusing.url,
+        OTEL_BSP_SCHEDULE_DELAY: '10',
+        OTEL_EXPORTER_OTLP_TIMEOUT: '1000',
+      }
       await withServer(backend, env, async (server, token) => {
         await createPlants(server, token, 20)
         const listed = await http(server.baseUrl, 'GET', '/plants?limit=100', { token })
