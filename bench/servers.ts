@@ -4,6 +4,7 @@ import { createServer } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
+import { SERVICE_NODE_FLAGS } from '../scripts/service-node-flags.js'
 import type { Cleanup } from './cleanup.js'
 import { getPage } from './http.js'
 import { pinned } from './machine.js'
@@ -11,14 +12,7 @@ import { pinned } from './machine.js'
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
 export const REPO_DIR = path.dirname(BENCH_DIR)
 export const SERVICE_MAIN = path.join(REPO_DIR, 'dist', 'cli', 'main.js')
-
-/** The node flags the service runs with in production: those of bin/plantstore.js's `#!/usr/bin/env -S node …`. */
-export const SERVICE_NODE_FLAGS = (() => {
-  const shebang = readFileSync(path.join(REPO_DIR, 'bin', 'plantstore.js'), 'utf8').split('\n')[0] ?? ''
-  const flags = /^#!\/usr\/bin\/env -S node(.*)$/.exec(shebang)?.[1]
-  if (flags === undefined) throw new Error(`bin/plantstore.js: no "#!/usr/bin/env -S node" line: ${shebang}`)
-  return flags.trim().split(/\s+/).filter(Boolean)
-})()
+export { SERVICE_NODE_FLAGS }
 
 /** The origin the services allow (CORS on, as a service called from a web app runs), sent by the cors scenario. */
 export const CORS_ORIGIN = 'https://app.example.com'

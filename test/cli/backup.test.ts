@@ -322,9 +322,10 @@ describe('plantstore backup that fails on the way', () => {
     const { url, store } = await seededStore(30_000)
     assert.ok(statSync(store).size > 2 ** 20, 'a store larger than the disk')
     const target = tempDir()
-    const [node, main] = plantstoreCommand([])
-    const script = `${MOUNT} && "$1" "$2" backup "$0/backup.db" --database "$3"; echo "exit $?"; ls -A "$0"`
-    const run = spawnSync('unshare', ['-Urm', 'sh', '-c', script, target, node!, main!, url], {
+    // The store's URL, then the command: "$@" after the shift is all of it, node flags included.
+    const script = `${MOUNT} && store=$1 && shift && "$@" "$0/backup.db" --database "$store"; echo "exit $?"; ls -A "$0"`
+    const command = plantstoreCommand(['backup'])
+    const run = spawnSync('unshare', ['-Urm', 'sh', '-c', script, target, url, ...command], {
       cwd: REPO_ROOT,
       encoding: 'utf8',
       timeout: 30_000,

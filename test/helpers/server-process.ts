@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { SERVICE_NODE_FLAGS } from '../../scripts/service-node-flags.js'
 import { CONFIG_KEYS } from '../../src/config.js'
 
 /** The repository root: the cwd of every child. */
@@ -13,19 +14,26 @@ export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
 export const WAIT_MS = 15_000
 
 const MAIN = join(REPO_ROOT, 'bin', 'plantstore.js')
-let built = false
+let build: { failed?: Error } | undefined
 
 /**
- * `plantstore ...args` as users run it: bin/plantstore.js on the compiled dist/, which is first brought up to date
- * with the sources (npm start's `build --if-changed`: a check of modification times when nothing changed). Half a
- * second or more quicker to start than the sources through tsx, for each of the suite's hundreds of children.
+ * `plantstore ...args` as users run it: bin/plantstore.js, with its first line's node flags, on the compiled dist/.
+ * Half a second or more quicker to start than the sources through tsx, for each of the suite's hundreds of
+ * children. dist/ is first brought up to date with the sources, once per test process (npm start's `build
+ * --if-changed`: a look at modification times when nothing changed; `npm test` has built it already). A build that
+ * fails fails every test that starts a child, with tsc's errors printed once.
  */
 export function plantstoreCommand(args: string[]): string[] {
-  if (!built) {
-    execFileSync(process.execPath, [join(REPO_ROOT, 'scripts', 'build.js'), '--if-changed'], { stdio: 'inherit' })
-    built = true
+  if (build === undefined) {
+    try {
+      execFileSync(process.execPath, [join(REPO_ROOT, 'scripts', 'build.js'), '--if-changed'], { stdio: 'inherit' })
+      build = {}
+    } catch (err) {
+      build = { failed: new Error(`dist/ could not be built from the sources: ${(err as Error).message}`) }
+    }
   }
-  return [process.execPath, MAIN, ...args]
+  if (build.failed) throw build.failed
+  return [process.execPath, ...SERVICE_NODE_FLAGS, MAIN, ...args]
 }
 
 // Settings the service reads from the environment: children start without the developer's own values.

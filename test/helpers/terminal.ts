@@ -5,13 +5,16 @@ import { plantstoreCommand, REPO_ROOT, tempDatabase } from './server-process.js'
 // The developer's own service settings stay out of the child, as in server-process.ts.
 const OWN = new Set<string>([...CONFIG_KEYS, 'NODE_TEST_CONTEXT'])
 
+/** A command line as one string for `script -c`, each word quoted for sh. */
+const shellWords = (words: string[]) => words.map((word) => `'${word.replaceAll("'", "'\\''")}'`).join(' ')
+
 /**
  * Runs `plantstore serve` under util-linux `script`, which gives it a pseudo-terminal, until `done` matches what it
  * printed; resolves with that output once it has exited. `act`, when given, is called with the server's URL once it
  * listens (its requests' lines can then be waited for).
  */
 export function serveOnTerminal(done: RegExp, act?: (baseUrl: string) => Promise<void>): Promise<string> {
-  const command = plantstoreCommand(['serve', '--port', '0', '--database', tempDatabase()]).join(' ')
+  const command = shellWords(plantstoreCommand(['serve', '--port', '0', '--database', tempDatabase()]))
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !OWN.has(key)))
   const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: REPO_ROOT, env: { ...env, LOG_LEVEL: 'info' } })
   let output = ''
@@ -46,9 +49,8 @@ export function serveOnTerminal(done: RegExp, act?: (baseUrl: string) => Promise
  * resolves with everything it printed there and its exit code as `script` reports it.
  */
 export function runOnTerminal(args: string[]): Promise<{ output: string; code: number | null }> {
-  const quoted = plantstoreCommand(args).map((arg) => `'${arg.replaceAll("'", "'\\''")}'`)
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !OWN.has(key)))
-  const child = spawn('script', ['-qec', quoted.join(' '), '/dev/null'], { cwd: REPO_ROOT, env })
+  const child = spawn('script', ['-qec', shellWords(plantstoreCommand(args)), '/dev/null'], { cwd: REPO_ROOT, env })
   let output = ''
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
