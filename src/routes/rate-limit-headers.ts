@@ -12,7 +12,8 @@ export const RATE_LIMIT_HEADERS = {
     schema: { type: 'string', examples: ['"token";q=100;w=1, "account";q=500;w=1'] },
   },
   RateLimit: {
-    description: 'What this request left of each policy: `r` requests, and `t` seconds until one more comes back',
+    description:
+      'What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away)',
     schema: { type: 'string', examples: ['"token";r=99;t=1, "account";r=499;t=1'] },
   },
 }

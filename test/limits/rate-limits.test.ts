@@ -245,6 +245,37 @@ for (const backend of backends)
       assert.equal(limitItem(invalid, 'token')?.r, 1)
     })
 
+    test('sends the RateLimit fields on answers after authentication (404, 413, 415), none on the throttle’s 429', async () => {
+      const { app, storage } = await appWith(
+        { perToken: { max: 100, windowMs: 60_000 }, authFailures: { max: 1, windowMs: 60_000 } },
+        { backend },
+      )
+      const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+      const post = (payload: string, type = 'application/json') =>
+        app.inject({ method: 'POST', url: '/plants', headers: { ...headers, 'content-type': type }, payload })
+      const answers = [
+        await app.inject({ method: 'GET', url: '/plants/999', headers }),
+        await post(`{"id":1,"name":"${'x'.repeat(70_000)}"}`),
+        await post('id=1', 'text/plain'),
+      ]
+      assert.deepEqual(
+        answers.map((res) => [res.statusCode, limitItem(res, 'token')?.r]),
+        [
+          [404, 99],
+          [413, 98],
+          [415, 97],
+        ],
+      )
+      // The failed-authentication limit answers before any token is read: a valid one included, no budget to tell.
+      const remoteAddress = '127.0.0.7'
+      const guess = await app.inject({ method: 'GET', url: '/plants', headers: bearer('pst_wrong'), remoteAddress })
+      assert.equal(guess.statusCode, 401)
+      const throttled = await app.inject({ method: 'GET', url: '/plants', headers, remoteAddress })
+      assert.equal(throttled.statusCode, 429)
+      assert.deepEqual([throttled.headers.ratelimit, throttled.headers['ratelimit-policy']], [undefined, undefined])
+      assert.equal(guess.headers.ratelimit, undefined, 'nor a 401')
+    })
+
     test('puts no RateLimit headers on public routes', async () => {
       const { app } = await appWith(
         { perToken: { max: 3, windowMs: 1000 }, authFailures: { max: 0, windowMs: 1000 } },

@@ -580,7 +580,7 @@ export interface operations {
           Link?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -603,7 +603,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -629,7 +629,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -644,7 +644,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -657,7 +657,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -672,7 +672,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -725,7 +725,7 @@ export interface operations {
           'Idempotent-Replayed'?: 'true'
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -738,7 +738,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -764,7 +764,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -779,7 +779,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -792,7 +792,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -807,7 +807,7 @@ export interface operations {
           'Accept-Encoding'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -820,7 +820,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -835,7 +835,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -848,7 +848,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -863,7 +863,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -890,7 +890,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -903,7 +903,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -929,7 +929,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -942,7 +942,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -957,7 +957,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -970,7 +970,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -985,7 +985,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1012,7 +1012,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1023,7 +1023,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1049,7 +1049,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1062,7 +1062,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1077,7 +1077,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1090,7 +1090,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1105,7 +1105,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1129,7 +1129,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1142,7 +1142,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1168,7 +1168,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1183,7 +1183,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1196,7 +1196,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1211,7 +1211,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1258,7 +1258,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1302,7 +1302,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1328,7 +1328,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1343,7 +1343,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1356,7 +1356,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1371,7 +1371,7 @@ export interface operations {
           'Accept-Encoding'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1386,7 +1386,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1399,7 +1399,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1414,7 +1414,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1441,7 +1441,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1452,7 +1452,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1478,7 +1478,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1491,7 +1491,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1506,7 +1506,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1519,7 +1519,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1534,7 +1534,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1558,7 +1558,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1571,7 +1571,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1597,7 +1597,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1612,7 +1612,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1625,7 +1625,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1640,7 +1640,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1690,7 +1690,7 @@ export interface operations {
           'Idempotent-Replayed'?: 'true'
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1741,7 +1741,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1767,7 +1767,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1782,7 +1782,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1795,7 +1795,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1810,7 +1810,7 @@ export interface operations {
           'Accept-Encoding'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1823,7 +1823,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1838,7 +1838,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1851,7 +1851,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1866,7 +1866,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1893,7 +1893,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1904,7 +1904,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1930,7 +1930,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1943,7 +1943,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1958,7 +1958,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1971,7 +1971,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -1986,7 +1986,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -2013,7 +2013,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -2026,7 +2026,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -2052,7 +2052,7 @@ export interface operations {
           'WWW-Authenticate'?: string
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -2065,7 +2065,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -2080,7 +2080,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -2093,7 +2093,7 @@ export interface operations {
         headers: {
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
@@ -2108,7 +2108,7 @@ export interface operations {
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
-          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back */
+          /** @description What this request left of each policy: `r` requests, and `t` seconds until one more comes back (no `t` while the shared store is away) */
           RateLimit?: string
           [name: string]: unknown
         }
