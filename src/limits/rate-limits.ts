@@ -4,7 +4,7 @@ import type { Caller } from '../auth/caller.js'
 import type { ApiError } from '../errors.js'
 import { addressKey } from './client-address.js'
 import type { Rate } from './rate.js'
-import { tooManyRequests } from './too-many.js'
+import { tooManyRequests, waitSeconds } from './too-many.js'
 import { memoryRateStore, redisRateStore, type Budget, type RateStore } from './rate-store.js'
 import { andThen, recovering } from '../maybe-async.js'
 
@@ -43,7 +43,8 @@ export interface Admission {
 const plural = (n: number, unit: string) => `${n} ${unit}${n === 1 ? '' : 's'}`
 /** "42 seconds", "1 minute", "3 minutes": the wait in its largest unit, as the 429s have always said it. */
 const waitText = (ms: number) => {
-  const secs = Math.max(1, Math.round(ms / 1000))
+  // Rounded up as Retry-After is: the message never says less than the header.
+  const secs = waitSeconds(ms)
   return secs < 60 ? plural(secs, 'second') : plural(Math.round(secs / 60), 'minute')
 }
 
