@@ -121,6 +121,7 @@ export async function serve(config: Config): Promise<void> {
     await app.close().catch((closeErr: unknown) => app.log.error({ err: closeErr }, 'closing after a failed start'))
     throw listenError(err, config)
   }
+  if (tracing) app.log.info(tracing.summary, 'tracing on: spans exported over OTLP')
   try {
     // Only once listening: a first start that fails must not use up the token it would have shown.
     const generated = await bootstrapToken(storage, config.PLANTSTORE_BOOTSTRAP_TOKEN)

@@ -7,6 +7,7 @@ import { BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node'
 import type { FastifyPluginCallback, FastifyRequest } from 'fastify'
 import { ConfigError } from '../config.js'
+import { redactUrl } from '../redact.js'
 import type { ClaimedDelivery, StorageTimer } from '../storage/index.js'
 import type { DispatcherOptions } from '../webhooks/dispatcher.js'
 import { DroppedSpans } from './dropped-spans.js'
@@ -25,6 +26,20 @@ export interface Tracing {
   /** Spans dropped so far because the export queue was full (a slow or unreachable collector). */
   droppedSpans(): number
   shutdown(): Promise<void>
+  /** Where and how the spans go, for the line a start writes. */
+  summary: TracingSummary
+}
+
+/**
+ * The traces URL (its password hidden), the protocol, the service's name and the sampler as set: a misspelt
+ * variable shows in the start's line as a default, where nothing else would show it.
+ */
+export interface TracingSummary {
+  endpoint: string
+  protocol: string
+  serviceName: string
+  sampler: string
+  samplerArg?: string
 }
 
 /** The `traceparent` (and `tracestate`) of `ctx`, as headers. */
@@ -43,8 +58,7 @@ function logFields(request: FastifyRequest) {
 }
 
 /** The exporter OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL names: http/protobuf (the default) or http/json. */
-function exporter(env: NodeJS.ProcessEnv): SpanExporter {
-  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf'
+function exporter(protocol: string): SpanExporter {
   if (protocol === 'http/json') return new JsonExporter()
   if (protocol === 'http/protobuf') return new ProtobufExporter()
   throw new ConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL: ${JSON.stringify(protocol)} is not http/protobuf or http/json`)
@@ -71,7 +85,8 @@ export function startTracing(backend: 'sqlite' | 'postgresql', env: NodeJS.Proce
   // The queue OTEL_BSP_MAX_QUEUE_SIZE bounds (2048 by default): a collector that cannot keep up loses spans, never
   // memory or a request's time.
   const queue = new DroppedSpans(Number(env.OTEL_BSP_MAX_QUEUE_SIZE) || 2048)
-  const batches = new BatchSpanProcessor(queue.exporter(exporter(env)))
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf'
+  const batches = new BatchSpanProcessor(queue.exporter(exporter(protocol)))
   const provider = new NodeTracerProvider({ resource, spanProcessors: [queue.processor(batches)] })
   provider.register()
   const instrumentation = new FastifyOtelInstrumentation({
@@ -131,5 +146,16 @@ export function startTracing(backend: 'sqlite' | 'postgresql', env: NodeJS.Proce
     traceAttempt,
     droppedSpans: () => queue.dropped,
     shutdown: () => provider.shutdown(),
+    summary: {
+      // As the exporter makes it: the traces endpoint as given, else `v1/traces` under the base one.
+      endpoint: redactUrl(
+        env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ||
+          `${(env.OTEL_EXPORTER_OTLP_ENDPOINT ?? '').replace(/\/*$/, '')}/v1/traces`,
+      ),
+      protocol,
+      serviceName: String(resource.attributes['service.name']),
+      sampler: env.OTEL_TRACES_SAMPLER || 'parentbased_always_on',
+      ...(env.OTEL_TRACES_SAMPLER_ARG && { samplerArg: env.OTEL_TRACES_SAMPLER_ARG }),
+    },
   }
 }

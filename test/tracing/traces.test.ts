@@ -292,6 +292,37 @@ for (const backend of backends) {
       }
     })
 
+    test("says at start where its spans go and how, the endpoint's password hidden", async () => {
+      const env = {
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:hunter2@127.0.0.1:9/',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_SERVICE_NAME: 'plantstore-eu',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.01',
+      }
+      await withServer(
+        backend,
+        env,
+        async (server) => {
+          const line = server.stdout.split('\n').find((text) => text.includes('"tracing on'))
+          assert.ok(line, server.stdout)
+          const { endpoint, protocol, serviceName, sampler, samplerArg } = JSON.parse(line) as Record<string, string>
+          assert.deepEqual(
+            { endpoint, protocol, serviceName, sampler, samplerArg },
+            {
+              endpoint: 'http://collector:***@127.0.0.1:9/v1/traces',
+              protocol: 'http/json',
+              serviceName: 'plantstore-eu',
+              sampler: 'parentbased_traceidratio',
+              samplerArg: '0.01',
+            },
+          )
+          assert.ok(!server.stdout.includes('hunter2'))
+        },
+        'SIGKILL',
+      )
+    })
+
     test('an OTLP protocol it does not speak stops the start with one line naming the variable', async () => {
       const database = await backend.createDatabase()
       try {
