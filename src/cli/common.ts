@@ -24,8 +24,24 @@ export async function withStorage(
   await fn(storage).finally(() => storage.close())
 }
 
+let readerWatched = false
+/**
+ * A listing piped into a reader that stops early (`| head`) ends quietly, as ls or grep do, instead of with Node's
+ * unhandled EPIPE and its stack: what was wanted has been read. Another failure of stdout gets one line and exit 1.
+ */
+export function endQuietlyWhenReaderGone(): void {
+  if (readerWatched) return
+  readerWatched = true
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0)
+    process.stderr.write(`plantstore: stdout: ${visible(err.message)}\n`)
+    process.exit(1)
+  })
+}
+
 /** Prints `rows` under `header` in aligned columns on stdout, every cell escaped (see visible). */
 export function printTable(header: string[], rows: string[][]): void {
+  endQuietlyWhenReaderGone()
   const cells = [header, ...rows].map((row) => row.map(visible))
   const widths = header.map((_, i) => Math.max(...cells.map((row) => row[i]!.length)))
   for (const row of cells) {

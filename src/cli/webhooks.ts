@@ -4,7 +4,7 @@ import { ATTEMPTS_KEPT, type Storage, type Subscription } from '../storage/index
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
-import { accountName, printNote, printTable, withStorage } from './common.js'
+import { accountName, endQuietlyWhenReaderGone, printNote, printTable, withStorage } from './common.js'
 import { visible } from './visible.js'
 
 const LIMIT_MAX = 1000
@@ -56,8 +56,13 @@ async function add(args: string[]): Promise<void> {
   }
   const allowPrivate = loadConfig(process.env).PLANTSTORE_WEBHOOK_ALLOW_PRIVATE
   // The operator's own tool: the detail (which address, or no such host), not what a tenant is told.
-  const problem = values.url === undefined ? 'is required' : (await urlProblem(values.url, allowPrivate))?.detail
-  if (problem !== undefined) throw new ConfigError(`--url: ${problem}`)
+  const problem = values.url === undefined ? undefined : await urlProblem(values.url, allowPrivate)
+  if (values.url === undefined) throw new ConfigError('--url: is required')
+  // A private address is the operator's to allow (a test, a private network); a host without one is not.
+  const allow = problem?.detail.endsWith('not a public address')
+    ? '; PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true allows it'
+    : ''
+  if (problem !== undefined) throw new ConfigError(`--url: ${problem.detail}${allow}`)
   await withStorage(values.database, async (storage) => {
     const { secret, subscription } = await subscribe(storage.webhooks, {
       accountName: account,
@@ -173,6 +178,7 @@ async function deliveries(args: string[]): Promise<void> {
     const subscription = await existing(storage, id)
     // One more than shown, to tell whether there are more.
     const history = await storage.webhooks.deliveryHistory(id, limit + 1)
+    endQuietlyWhenReaderGone()
     const out = (line: string) => process.stdout.write(visible(line) + '\n')
     out(
       `${subscription.id} (account ${subscription.accountName}): ${statusLine(subscription)}, ` +

@@ -1,10 +1,15 @@
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { after, before, describe, test } from 'node:test'
-import { backends, type TestDatabase } from '../helpers/backends.js'
+import { issueToken } from '../../src/auth/issue-token.js'
+import { backends, freshStorage, type TestDatabase } from '../helpers/backends.js'
 import {
   cleanup,
   eventually,
   http,
+  plantstoreCommand,
+  REPO_ROOT,
   runCli,
   startServer,
   tempDatabase,
@@ -277,4 +282,28 @@ describe('plantstore --help', { concurrency: true }, () => {
       assert.equal(result.stderr, '')
     })
   }
+})
+
+describe('plantstore tokens list into a pipe', () => {
+  test('ends quietly, exit 0, when its reader stops early (| head)', async () => {
+    // Far more than a pipe holds: the listing is still writing when head has exited.
+    const fresh = await freshStorage(backends[0]!)
+    try {
+      for (let i = 0; i < 700; i++)
+        await issueToken(fresh.storage, { accountName: `grower-${i}`, label: 'x'.repeat(40) })
+      const head = spawn('head', ['-n', '1'], { stdio: ['pipe', 'pipe', 'inherit'] })
+      const [command, ...args] = plantstoreCommand(['tokens', 'list', '--database', fresh.url])
+      const lister = spawn(command!, args, { cwd: REPO_ROOT, stdio: ['ignore', head.stdin, 'pipe'] })
+      head.stdin.destroy()
+      let headOut = ''
+      head.stdout.setEncoding('utf8').on('data', (chunk: string) => (headOut += chunk))
+      let stderr = ''
+      lister.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
+      const [[listCode], [headCode]] = await Promise.all([once(lister, 'close'), once(head, 'close')])
+      assert.deepEqual([listCode, headCode, stderr], [0, 0, ''])
+      assert.match(headOut, /^ID +ACCOUNT/)
+    } finally {
+      await fresh.dispose()
+    }
+  })
 })
