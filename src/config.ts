@@ -217,7 +217,7 @@ export const ConfigSchema = Type.Object({
   PLANTSTORE_AUTH_FAILURE_LIMIT: text(RATE_PATTERN, '20/min', {
     expected: 'failed authentications per client address like 20/min, or 0 for no limit',
     description:
-      'Failed authentications (malformed, unknown, expired or revoked token) per client address, refilled as `PLANTSTORE_RATE_LIMIT` is (`20/min`: 20 at once, then one every 3 s); with none left, every request with a token from that address gets 429 until one is refilled (`0`: off).',
+      'Failed authentications (malformed, unknown, expired or revoked token) per client address, refilled as `PLANTSTORE_RATE_LIMIT` is (`20/min`: 20 at once, then one every 3 s); with none left, every request from that address to a route that takes a token gets 429, with a valid token or with none, until one is refilled (`0`: off).',
   }),
   TRUST_PROXY: text('^(true|false|[0-9]{1,2}|[0-9a-fA-F:.,/ ]+)$', 'false', {
     expected: 'false, true, a hop count, or comma-separated proxy addresses/CIDRs',

@@ -53,11 +53,17 @@ describe('plantstore webhooks add, hosts that are not public', { concurrency: tr
 
   // The operator's own tool: unlike a tenant over HTTP, it is told which address and why.
   for (const [url, line] of [
-    ['https://203.0.113.10/hook', 'plantstore: --url: host 203.0.113.10 is not a public address'],
-    ['https://[2001:db8::1]/hook', 'plantstore: --url: host 2001:db8::1 is not a public address'],
+    [
+      'https://203.0.113.10/hook',
+      'plantstore: --url: host 203.0.113.10 is not a public address; PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true allows it',
+    ],
+    [
+      'https://[2001:db8::1]/hook',
+      'plantstore: --url: host 2001:db8::1 is not a public address; PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true allows it',
+    ],
     [
       'https://localhost/hook',
-      'plantstore: --url: host localhost resolves to 127.0.0.1, which is not a public address',
+      'plantstore: --url: host localhost resolves to 127.0.0.1, which is not a public address; PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true allows it',
     ],
   ] as const) {
     test(`refuses ${url} without PLANTSTORE_WEBHOOK_ALLOW_PRIVATE, saying why`, async () => {
