@@ -75,7 +75,10 @@ for (const backend of backends) {
         database.url,
       ])
       assert.equal(refused.code, 1)
-      assert.match(refused.stderr, /^plantstore: --url: host 127\.0\.0\.1 is not a public address\n$/)
+      assert.match(
+        refused.stderr,
+        /^plantstore: --url: host 127\.0\.0\.1 is not a public address; PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true allows it\n$/,
+      )
     })
 
     test('a plant created through the API reaches a subscription made with the CLI, signed with its secret', async () => {
