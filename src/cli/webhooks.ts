@@ -56,8 +56,8 @@ async function add(args: string[]): Promise<void> {
   }
   const allowPrivate = loadConfig(process.env).PLANTSTORE_WEBHOOK_ALLOW_PRIVATE
   // The operator's own tool: the detail (which address, or no such host), not what a tenant is told.
-  const problem = values.url === undefined ? undefined : await urlProblem(values.url, allowPrivate)
   if (values.url === undefined) throw new ConfigError('--url: is required')
+  const problem = await urlProblem(values.url, allowPrivate)
   // A private address is the operator's to allow (a test, a private network); a host without one is not.
   const allow = problem?.detail.endsWith('not a public address')
     ? '; PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true allows it'
