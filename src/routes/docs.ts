@@ -9,10 +9,12 @@ import { SubscriptionShape } from '../schemas/webhook.js'
 import { withRateLimitHeaders } from './rate-limit-headers.js'
 import { SECURITY } from './security.js'
 
+// What a newcomer needs first: a token and where to put it. The error values come with the Error schema, at the end.
 const description = `Create, list, read and delete plants, behind bearer tokens.
 
-Every error response is \`application/json\` \`{error, message}\`, \`error\` a stable value from the catalogue given with the Error schema, below the operations.
-Every response carries \`X-Request-Id\` (a sane incoming one is echoed). While a rate limit is on, every answer to an accepted token carries \`RateLimit-Policy\` and \`RateLimit\` (draft-ietf-httpapi-ratelimit-headers-11): a client that waits \`t\` seconds when \`r\` is 0 is not refused. Answers given before the token is read have neither: a 401, the failed-authentication limit's 429 (42901), 40003, 40004, 42902, 42903, 50302 and 50303, and 50001 or 50301 when the token could not be looked up. Pages on the origins an operator lists in \`PLANTSTORE_CORS_ORIGINS\` may call the API from a browser (CORS; a preflight needs no token); by default no origin may.`
+**First, a token.** In the service's checkout, \`npx plantstore tokens create --account default\` prints one (scopes \`plants:read\` and \`plants:write\`; an installed service: docs/operations.md); the first start on an empty store prints one too. Press **Authorize** below, paste it under *bearerAuth*, and every **Try it out** sends it.
+
+Every response carries \`X-Request-Id\` (a sane incoming one is echoed). While a rate limit is on, answers to a token carry \`RateLimit-Policy\` and \`RateLimit\` (draft-ietf-httpapi-ratelimit-headers-11): a client that waits \`t\` seconds when \`r\` is 0 is not refused. Errors are \`application/json\` \`{error, message}\`, their values listed with the Error schema, at the end of this page. Pages on the origins an operator lists in \`PLANTSTORE_CORS_ORIGINS\` may call the API from a browser (CORS; a preflight needs no token); by default no origin may.`
 
 // The top bar's mark: the service's name where Swagger UI would show Fastify's logo.
 const LOGO = `<svg xmlns="http://www.w3.org/2000/svg" width="220" height="40" viewBox="0 0 220 40"><text x="0" y="28" font-family="sans-serif" font-size="24" font-weight="700" fill="#ffffff">Plant Store API</text></svg>`

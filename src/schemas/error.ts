@@ -10,6 +10,10 @@ const catalogue = [
   '| error | status | cause |',
   '|---|---|---|',
   ...entries.map(([, { error, status, summary }]) => `| ${error} | ${status} | ${summary} |`),
+  '',
+  'Answers given before the token is read carry neither `RateLimit-Policy` nor `RateLimit`: a 401, the ' +
+    "failed-authentication limit's 429 (42901), 40003, 40004, 42902, 42903, 50302 and 50303, and 50001 or 50301 " +
+    'when the token could not be looked up.',
 ].join('\n')
 
 /** The Error shape of every error response: `{error, message}`. */

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { after, before, describe, test } from 'node:test'
 import { chromium, type Browser, type Page } from 'playwright-core'
+import { ErrorCatalogue } from '../../src/errors.js'
 import { cleanup, eventually, http, startServer, type ServerProcess } from '../helpers/server-process.js'
 
 // Debian's chromium, driven by playwright-core (which downloads no browser of its own). CI installs it and sets
@@ -12,6 +13,15 @@ const REQUIRED = process.env.PLANTSTORE_TEST_REQUIRE_BROWSER === '1'
 const FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update']
 // Where to save a screenshot of the page with POST /plants open (docs/api-reference.png is made so).
 const SCREENSHOT = process.env.PLANTSTORE_TEST_DOCS_SCREENSHOT || undefined
+
+// What a newcomer sees before scrolling: a laptop's browser window, less its own bars.
+const FIRST_SCREEN = 800
+// Any value of the catalogue, standing alone (not a port after a colon, which may look like one).
+const ERROR_VALUE = new RegExp(
+  `(?<![:\\d])(${Object.values(ErrorCatalogue)
+    .map((entry) => entry.error)
+    .join('|')})(?!\\d)`,
+)
 
 const skip = existsSync(CHROMIUM) || REQUIRED ? false : `no browser at ${CHROMIUM} (apt-get install chromium)`
 
@@ -28,6 +38,18 @@ async function tryItOut(page: Page, operationId: string): Promise<{ status: stri
   const body = await response.locator('.response-col_description pre').first().innerText()
   return { status, body }
 }
+
+/** The texts on the page, as far as `bottom` px down, that hold a value of the error catalogue. */
+async function errorValuesAbove(page: Page, bottom: number): Promise<string[]> {
+  const found: string[] = []
+  for (const element of await page.getByText(ERROR_VALUE).all()) {
+    const box = await element.boundingBox()
+    if (box && box.y < bottom) found.push(await element.innerText())
+  }
+  return found
+}
+
+const bottomOf = (box: { y: number; height: number } | null) => (box ? box.y + box.height : Infinity)
 
 /** The top of the page down to POST /plants' answer: the example body sent and the plant it got back. */
 async function screenshot(page: Page, path: string): Promise<void> {
@@ -80,6 +102,24 @@ describe('the API reference at /docs in Chromium', { skip }, () => {
     )
     const first = await page.locator('#operations-plants-createPlant').boundingBox()
     assert.ok(first && first.y < 800, `the first operation starts ${first?.y} px down, below the first screen`)
+  })
+
+  test('opens with how to get a token and the Authorize button on the first screen, and no error value on it', async () => {
+    const howTo = page.locator('.information-container').getByText('plantstore tokens create')
+    const authorize = page.locator('.auth-wrapper button.authorize')
+    for (const width of [1280, 1024]) {
+      await page.setViewportSize({ width, height: 1600 })
+      // Each is on the page already (count() does not wait): where it ends, or Infinity when it is not there.
+      const end = async (at: typeof howTo) => ((await at.count()) === 1 ? bottomOf(await at.boundingBox()) : Infinity)
+      const seen = {
+        howTo: await end(howTo),
+        authorize: await end(authorize),
+        errorValues: await errorValuesAbove(page, FIRST_SCREEN),
+      }
+      assert.ok(seen.howTo < FIRST_SCREEN && seen.authorize < FIRST_SCREEN, `${width} px wide: ${JSON.stringify(seen)}`)
+      assert.deepEqual(seen.errorValues, [], `${width} px wide: ${JSON.stringify(seen)}`)
+    }
+    await page.setViewportSize({ width: 1280, height: 1600 })
   })
 
   test('shows the error catalogue with the Error schema, after the operations', async () => {

@@ -340,6 +340,8 @@ export interface components {
      *     | 50302 | 503 | This instance is shutting down; retry on another |
      *     | 50303 | 503 | This instance has as many open connections as it takes; the connection is closed, retry shortly |
      *     | 50304 | 503 | This instance has as many rows of pages in progress as it takes, over all accounts; retry shortly |
+     *
+     *     Answers given before the token is read carry neither `RateLimit-Policy` nor `RateLimit`: a 401, the failed-authentication limit's 429 (42901), 40003, 40004, 42902, 42903, 50302 and 50303, and 50001 or 50301 when the token could not be looked up.
      */
     Error: {
       /**
