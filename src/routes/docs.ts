@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { defaultText } from '../config.js'
 import { ErrorBody } from '../schemas/error.js'
 import { NewPlant, Plant } from '../schemas/plant.js'
@@ -77,6 +77,13 @@ const webhooks = {
   }),
 }
 
+const COPIES = new Set(['/docs/json', '/docs/yaml'])
+
+function hideCopies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  if (COPIES.has(request.routeOptions.url ?? '')) reply.callNotFound()
+  else done()
+}
+
 /**
  * The OpenAPI 3.1 document, generated from the route schemas, at GET /openapi.json,
  * and an interactive reference at GET /docs served from installed packages.
@@ -128,7 +135,11 @@ export async function registerDocs(app: FastifyInstance, version: string): Promi
   })
   await app.register(swaggerUi, {
     routePrefix: '/docs',
-    uiConfig: { validatorUrl: null },
+    // The page loads the one public document. With `urls` Swagger UI fetches only that (its `url`, ./json, is
+    // fixed by the plugin and then left alone).
+    uiConfig: { validatorUrl: null, urls: [{ url: '/openapi.json', name: 'Plant Store API' }] },
+    // The plugin's copies of the document (/docs/json, /docs/yaml) answer as any unknown route: one document, one URL.
+    uiHooks: { onRequest: hideCopies },
     logo: { type: 'image/svg+xml', content: Buffer.from(LOGO), href: '/docs', target: '_self' },
     theme: { title: 'Plant Store API reference' },
     // Everything the page loads comes from this server: no CDN, no third-party validator badge.

@@ -115,7 +115,7 @@ for (const backend of backends)
         },
         { backend },
       )
-      for (const url of ['/docs/json', '/docs/json', '/openapi.json', '/healthz', '/healthz']) {
+      for (const url of ['/docs', '/docs', '/openapi.json', '/openapi.json', '/healthz', '/healthz']) {
         assert.equal((await app.inject({ method: 'GET', url })).statusCode, 200, url)
       }
     })

@@ -269,4 +269,14 @@ describe('public routes and cross-cutting behaviour', () => {
     const script = await t.app.inject({ method: 'GET', url: '/docs/static/swagger-ui-bundle.js' })
     assert.equal(script.statusCode, 200)
   })
+
+  test('serves the document at /openapi.json alone: the reference loads it there, /docs/json and /docs/yaml are 404', async () => {
+    const init = await t.app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' })
+    assert.match(init.body, /"urls":\[\{"url":"\/openapi\.json"/)
+    for (const url of ['/docs/json', '/docs/yaml', '/docs/json?x=1']) {
+      const res = await t.app.inject({ method: 'GET', url })
+      assert.equal(res.statusCode, 404, url)
+      assert.deepEqual(res.json(), { error: 40402, message: `no route for GET ${url.split('?')[0]}` })
+    }
+  })
 })
