@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer'
 import type { Readable } from 'node:stream'
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
 import type { TSchema } from '@sinclair/typebox'
@@ -16,28 +17,40 @@ import {
   type TokenLine,
 } from '../schemas/transfer.js'
 import type { EntryCounts, StoreEntry } from '../storage/index.js'
+import { urlFormProblem } from '../webhooks/url-policy.js'
+
+const LF = 0x0a
+const CR = 0x0d
 
 /** The longest line read: a record is far shorter, and a stream without line ends must not fill memory. */
 export const MAX_LINE_BYTES = 1024 * 1024
 
-/** The lines of `input` (UTF-8, LF or CRLF ends), each at most MAX_LINE_BYTES long in UTF-8 bytes. */
+/**
+ * The lines of `input` (UTF-8, LF or CRLF ends), each at most MAX_LINE_BYTES long in UTF-8 bytes. A line that is not
+ * valid UTF-8 is refused, as the API refuses such a body: decoded, it would be stored with U+FFFD in its place.
+ * Lines are cut at the byte LF, which UTF-8 never uses within a character.
+ */
 export async function* lines(input: Readable): AsyncIterable<string> {
-  input.setEncoding('utf8')
-  let rest = ''
+  let rest: Buffer = Buffer.alloc(0)
   let number = 0
-  for await (const chunk of input as AsyncIterable<string>) {
-    let text = rest + chunk
-    let end: number
-    while ((end = text.indexOf('\n')) !== -1) {
-      number++
-      yield text.charCodeAt(end - 1) === 13 ? text.slice(0, end - 1) : text.slice(0, end)
-      text = text.slice(end + 1)
-    }
-    if (Buffer.byteLength(text) > MAX_LINE_BYTES)
-      throw new ConfigError(`line ${number + 1}: longer than ${MAX_LINE_BYTES} bytes`)
-    rest = text
+  const text = (bytes: Buffer) => {
+    if (!isUtf8(bytes)) throw new ConfigError(`line ${number}: not valid UTF-8`)
+    return bytes.toString('utf8')
   }
-  if (rest !== '') yield rest
+  for await (const chunk of input as AsyncIterable<Buffer>) {
+    const bytes = rest.length === 0 ? chunk : Buffer.concat([rest, chunk])
+    let start = 0
+    let end: number
+    while ((end = bytes.indexOf(LF, start)) !== -1) {
+      number++
+      yield text(bytes.subarray(start, end > start && bytes[end - 1] === CR ? end - 1 : end))
+      start = end + 1
+    }
+    rest = bytes.subarray(start)
+    if (rest.length > MAX_LINE_BYTES) throw new ConfigError(`line ${number + 1}: longer than ${MAX_LINE_BYTES} bytes`)
+  }
+  number++
+  if (rest.length > 0) yield text(rest)
 }
 
 const compiled = <T extends TSchema>(schema: T): TypeCheck<T> => TypeCompiler.Compile(schema)
@@ -84,7 +97,9 @@ export class EntryReader {
   #header: ExportHeader | undefined
   #section = 0
   readonly #accounts = new Set<string>()
-  readonly #tokens = new Set<string>()
+  // Each token read, with its account; and the makers named before any token of theirs was read.
+  readonly #tokens = new Map<string, string>()
+  readonly #makersNotRead = new Set<string>()
   readonly #hashes = new Set<string>()
   readonly #subscriptions = new Set<string>()
   #plantAccount: string | undefined
@@ -207,7 +222,12 @@ export class EntryReader {
   }
 
   #token(line: TokenLine): StoreEntry {
-    this.#once(this.#tokens, line.id, `token ${line.id}`)
+    if (this.#tokens.has(line.id)) throw new LineError(`token ${line.id} again`)
+    if (this.#makersNotRead.has(line.id)) {
+      throw new LineError(`token ${line.id} after a token it made (a maker comes before the tokens it made)`)
+    }
+    this.#maker(line)
+    this.#tokens.set(line.id, line.account)
     this.#once(this.#hashes, line.secretHash, `secretHash of token ${line.id}`)
     return {
       type: 'token',
@@ -220,6 +240,22 @@ export class EntryReader {
       expiresAt: this.#time(line.expiresAt, 'expiresAt'),
       revokedAt: this.#time(line.revokedAt, 'revokedAt'),
       createdBy: line.createdBy,
+    }
+  }
+
+  /**
+   * Checks a token's maker is one the API records: none (made by the CLI, a first start or a JWT), a token of the
+   * same account read before it, or one the store no longer holds (deleted: what it made ends with it, and stays
+   * refused through its lineage). Another account's token as maker would let that account end ours (DELETE /tokens).
+   */
+  #maker(line: TokenLine): void {
+    const maker = line.createdBy
+    if (maker === null) return
+    if (maker === line.id) throw new LineError(`token ${line.id}: createdBy: the token itself`)
+    const account = this.#tokens.get(maker)
+    if (account === undefined) this.#makersNotRead.add(maker)
+    else if (account !== line.account) {
+      throw new LineError(`token ${line.id}: createdBy: ${maker} is a token of another account`)
     }
   }
 
@@ -238,6 +274,9 @@ export class EntryReader {
 
   #subscription(line: SubscriptionLine): StoreEntry {
     this.#once(this.#subscriptions, line.id, `subscription ${line.id}`)
+    // The rule the API and webhooks add apply; the URL itself is not shown (it may hold a password).
+    const problem = urlFormProblem(line.url)
+    if (problem !== undefined) throw new LineError(`subscription ${line.id}: url: ${problem}`)
     return {
       type: 'subscription',
       id: line.id,

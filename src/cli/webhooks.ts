@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
+import { redactUrl } from '../redact.js'
 import { ATTEMPTS_KEPT, type Storage, type Subscription } from '../storage/index.js'
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
@@ -87,6 +88,23 @@ function sinceOf(subscription: Subscription): Date | undefined {
   return (subscription.state === 'active' ? subscription.failingSince : subscription.disabledAt) ?? undefined
 }
 
+/**
+ * Its URL as printed: its user information (user name and password: either may be the secret) as `***`. No way in
+ * stores a URL with any now, but a store written before every way in checked URLs may hold one.
+ */
+function shownUrl(subscription: Subscription): string {
+  let url: URL
+  try {
+    url = new URL(subscription.url)
+  } catch {
+    return redactUrl(subscription.url)
+  }
+  if (url.username === '' && url.password === '') return subscription.url
+  url.username = '***'
+  url.password = ''
+  return url.toString()
+}
+
 async function list(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { account: { type: 'string' }, database: { type: 'string' } } })
   await withStorage(values.database, async (storage) => {
@@ -98,7 +116,7 @@ async function list(args: string[]): Promise<void> {
       String(subscription.queued),
       sinceOf(subscription)?.toISOString() ?? '-',
       subscription.createdAt.toISOString(),
-      subscription.url,
+      shownUrl(subscription),
     ])
     printTable(['ID', 'ACCOUNT', 'EVENTS', 'STATUS', 'QUEUED', 'SINCE', 'CREATED', 'URL'], rows)
   })
@@ -182,7 +200,7 @@ async function deliveries(args: string[]): Promise<void> {
     const out = (line: string) => process.stdout.write(visible(line) + '\n')
     out(
       `${subscription.id} (account ${subscription.accountName}): ${statusLine(subscription)}, ` +
-        `${subscription.queued} queued, to ${subscription.url}`,
+        `${subscription.queued} queued, to ${shownUrl(subscription)}`,
     )
     out('')
     const attempts = history.attempts.slice(0, limit)

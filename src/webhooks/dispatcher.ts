@@ -63,6 +63,11 @@ export function outcomeOf(
   return { ...report, state: 'retry', nextAttemptAt }
 }
 
+/** An attempt that threw, as a failed attempt: the error's message (never a stack) is what the records keep. */
+function thrown(err: unknown): AttemptResult {
+  return { ok: false, status: null, error: `attempt failed: ${err instanceof Error ? err.message : String(err)}` }
+}
+
 type Settings = Required<Omit<DispatcherOptions, 'onAttempt' | 'onError' | 'traceAttempt'>> & DispatcherOptions
 
 /**
@@ -189,7 +194,11 @@ export class WebhookDispatcher {
     const attempt = (trace: Record<string, string>) =>
       send(delivery.url, { ...headers, ...trace }, delivery.body, this.#options)
     const { traceAttempt } = this.#options
-    const result = await (traceAttempt ? traceAttempt(delivery, attempt) : attempt({}))
+    // Whatever an attempt throws, at once or later (a header Node refuses, a stored URL the tracing cannot read), is
+    // that attempt's failure, recorded like any other: left to reject, it would be unhandled and end the process.
+    const result = await Promise.resolve()
+      .then(() => (traceAttempt ? traceAttempt(delivery, attempt) : attempt({})))
+      .catch((err: unknown) => thrown(err))
     const durationMs = performance.now() - started
     const outcome = outcomeOf(delivery, result, { startedAt, durationMs }, this.#options)
     const age = (Date.now() - delivery.createdAt.getTime()) / 1000

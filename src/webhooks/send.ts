@@ -3,7 +3,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { isIP } from 'node:net'
 import { VERSION } from '../version.js'
-import { hostOf, isPrivateAddress } from './url-policy.js'
+import { hostOf, isPrivateAddress, webhookTarget } from './url-policy.js'
 
 /** How one attempt went: the receiver's status (null when none came) and, unless it was 2xx, why it failed. */
 export interface AttemptResult {
@@ -51,7 +51,9 @@ function excerpt(res: IncomingMessage): Promise<string> {
 
 /**
  * POSTs `body` to `url` with `headers`, once: no redirect followed (3xx is a failure), `timeoutMs` for the whole
- * exchange, and unless `allowPrivate` no private, loopback or link-local address connected to. Never throws.
+ * exchange, no URL the API would refuse as a target (webhookTarget), and unless `allowPrivate` no private, loopback
+ * or link-local address connected to. Resolves with the failure whatever the URL; a header Node refuses rejects
+ * (the dispatcher records that as a failed attempt too).
  */
 export function send(
   url: string,
@@ -60,8 +62,11 @@ export function send(
   options: { timeoutMs: number; allowPrivate: boolean },
 ): Promise<AttemptResult> {
   return new Promise((resolve) => {
-    const target = new URL(url)
     const fail = (status: number | null, error: string) => resolve({ ok: false, status, error })
+    // A store written before every way in checked URLs may hold one the API refuses: a failed attempt, never sent
+    // (its credentials least of all).
+    const target = webhookTarget(url)
+    if (typeof target === 'string') return fail(null, `URL ${target}`)
     if (!options.allowPrivate && isIP(hostOf(target)) !== 0 && isPrivateAddress(hostOf(target))) {
       return fail(null, `${hostOf(target)} is a private, loopback or link-local address`)
     }

@@ -94,11 +94,12 @@ export interface UrlProblem {
 // operator's internal names through POST /webhooks.
 const NOT_PUBLIC = 'must name a host that resolves to public addresses only'
 
-/** The URL `text` names, or why it may not be a webhook URL (nothing the sender does not know already). */
-function parse(text: string): URL | string {
-  if (text.length > 2048) return 'is over 2048 characters'
-  const characters = textProblem(text, CONTROL_FREE_TEXT)
-  if (characters !== undefined) return characters
+/**
+ * The URL `text` names as a webhook's target, or why it cannot be one: a URL, http(s), without credentials (sent as
+ * `Authorization: Basic`, and shown wherever the URL is). Delivery applies this part alone to what a store holds:
+ * the rest of the rule (length, characters) concerns new URLs only.
+ */
+export function webhookTarget(text: string): URL | string {
   let url: URL
   try {
     url = new URL(text)
@@ -108,6 +109,21 @@ function parse(text: string): URL | string {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be http or https'
   if (url.username !== '' || url.password !== '') return 'must not carry credentials'
   return url
+}
+
+/** The URL `text` names, or why it may not be a webhook URL (nothing the sender does not know already). */
+function parse(text: string): URL | string {
+  if (text.length > 2048) return 'is over 2048 characters'
+  return textProblem(text, CONTROL_FREE_TEXT) ?? webhookTarget(text)
+}
+
+/**
+ * Why `text` may not be a webhook URL by its form, or undefined when it may: the rule every way in applies (the
+ * API and webhooks add through urlProblem, import directly), so that a store never holds a URL the API refuses.
+ */
+export function urlFormProblem(text: string): string | undefined {
+  const url = parse(text)
+  return typeof url === 'string' ? url : undefined
 }
 
 /** Why `host` is not public, for the operator's eyes only, or undefined when every address it resolves to is. */

@@ -470,6 +470,17 @@ describe('plantstore export and import', () => {
       () => /^line 2: longer than 1048576 bytes/,
     ],
     [
+      'a subscription whose URL carries credentials, as the API does, without showing them',
+      () =>
+        lines()
+          .map((line) => line.replace('"url":"http://', '"url":"http://ops:hunter2@'))
+          .join('\n'),
+      () =>
+        new RegExp(
+          `^line ${lineOf('"type":"subscription"')}: subscription whk_[0-9a-f]{16}: url: must not carry credentials\\n$`,
+        ),
+    ],
+    [
       'a line after the end line',
       () => [...lines(), lines()[1]!].join('\n'),
       () => new RegExp(`^line ${lines().length + 1}: a line after the export's end line`),

@@ -94,6 +94,31 @@ describe('plantstore webhooks add, what it prints', () => {
   })
 })
 
+describe('plantstore webhooks, a stored URL with credentials', () => {
+  test('list and deliveries show its user information as ***, never its password', async () => {
+    // What a store written before every way in checked URLs may hold.
+    const database = tempDatabase()
+    const storage = await openStorage(database)
+    const { id } = await storage.webhooks.createSubscription({
+      id: newSubscriptionId(),
+      accountName: 'acme',
+      url: 'https://ops:hunter2@8.8.8.8/hooks/plants',
+      secret: newSigningSecret(),
+      eventTypes: ['plant.created'],
+    })
+    await storage.close()
+    const [listed, shown] = await Promise.all([
+      runCli(['webhooks', 'list', '--database', database]),
+      runCli(['webhooks', 'deliveries', id, '--database', database]),
+    ])
+    for (const result of [listed, shown]) {
+      assert.equal(result.code, 0, result.stderr)
+      assert.match(result.stdout, /https:\/\/\*\*\*@8\.8\.8\.8\/hooks\/plants\n/)
+      assert.doesNotMatch(result.stdout, /hunter2|ops/)
+    }
+  })
+})
+
 // What the receiver answers every attempt, with a 500: a body holding an ESC sequence (clear screen), kept as the
 // attempt's error.
 const HOSTILE_ANSWER = 'down\u001b[2J for maintenance'

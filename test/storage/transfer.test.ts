@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict'
+import { Readable } from 'node:stream'
 import { after, before, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
+import { EntryReader, lines } from '../../src/cli/import-lines.js'
+import { EXPORT_FORMAT, EXPORT_VERSION, type RecordType } from '../../src/schemas/transfer.js'
 import {
   openStorage,
   openTransfer,
@@ -351,6 +354,163 @@ for (const backend of backends) {
       // The account holds one live token: a quota of 2 takes one more, then refuses.
       await storage.tokens.create(mintToken({ accountName: 'first' }).record, 2)
       await assert.rejects(storage.tokens.create(mintToken({ accountName: 'first' }).record, 2), QuotaExceededError)
+    })
+  })
+}
+
+/** An export's lines: the header, `records` (each a line's object, or its raw bytes) and the end line counting them. */
+function exportOf(records: Array<Record<string, unknown> | Buffer>): Buffer {
+  const counts = { accounts: 0, tokens: 0, plants: 0, subscriptions: 0 }
+  for (const record of records) {
+    const type = Buffer.isBuffer(record) ? /"type":"(\w+)"/.exec(record.toString('latin1'))![1] : record.type
+    counts[`${type as RecordType}s`]++
+  }
+  const header = {
+    format: EXPORT_FORMAT,
+    version: EXPORT_VERSION,
+    exportedAt: '2026-01-01T00:00:00.000Z',
+    account: null,
+  }
+  const lines = [header, ...records, { type: 'end', counts }]
+  return Buffer.concat(lines.flatMap((line) => [Buffer.isBuffer(line) ? line : Buffer.from(JSON.stringify(line)), LF]))
+}
+const LF = Buffer.from('\n')
+
+/** Imports `chunks` (an export's bytes, in the pieces a pipe gives) as plantstore import does: read, checked, written. */
+function importBytes(url: string, ...chunks: Buffer[]) {
+  return writeAll(url, new EntryReader().entries(lines(Readable.from(chunks))))
+}
+
+const CREATED = '2026-01-01T00:00:00.000Z'
+const accountLine = (name: string) => ({ type: 'account', name, createdAt: CREATED })
+/** A token line of `account` for `record` (a new token by default), made by `createdBy`. */
+const tokenLine = (
+  account: string,
+  createdBy: string | null = null,
+  record = mintToken({ accountName: account }).record,
+) => ({
+  type: 'token',
+  id: record.id,
+  account,
+  secretHash: record.secretHash.toString('base64url'),
+  scopes: ['plants:read', 'tokens:manage'],
+  label: null,
+  createdAt: CREATED,
+  expiresAt: null,
+  revokedAt: null,
+  createdBy,
+})
+const subscriptionLine = (account: string, url: string) => ({
+  type: 'subscription',
+  id: newSubscriptionId(),
+  account,
+  url,
+  secret: newSigningSecret(),
+  eventTypes: ['plant.created'],
+  createdAt: CREATED,
+  state: 'active',
+  disabledReason: null,
+  disabledAt: null,
+})
+
+for (const backend of backends) {
+  describe(`import checks what the API checks (${backend.name})`, () => {
+    let url: string
+    let dispose: () => Promise<void>
+    // One store for every refusal: each leaves it empty, as the next one needs it.
+    before(async () => {
+      ;({ url, dispose } = await backend.createDatabase())
+    })
+    after(() => dispose())
+
+    /** Imports `input`, expecting its refusal with `message`; the store holds nothing after. Returns the message. */
+    async function refusedWith(message: RegExp, ...input: Buffer[]): Promise<string> {
+      let said = ''
+      await assert.rejects(importBytes(url, ...input), (err: Error) => {
+        said = err.message
+        assert.match(said, message)
+        return true
+      })
+      assert.deepEqual(await readAll(url), [])
+      return said
+    }
+
+    for (const [what, hook, problem] of [
+      ['that is no URL', 'not a url', 'is not a URL'],
+      ['that is not http(s)', 'ftp://hooks.example.com/plants', 'must be http or https'],
+      ['with credentials', 'https://ops:hunter2@hooks.example.com/plants', 'must not carry credentials'],
+      ['with a control character', 'https://hooks.example.com/\u001b[2J', 'expected text without control characters'],
+      ['over 2048 characters', `https://hooks.example.com/${'a'.repeat(2048)}`, 'is over 2048 characters'],
+    ] as const) {
+      test(`refuses a subscription whose URL is ${what}, naming its line and not the URL, and writes nothing`, async () => {
+        const subscription = subscriptionLine('hooked', hook)
+        const input = exportOf([accountLine('hooked'), tokenLine('hooked'), subscription])
+        const message = new RegExp(`^line 4: subscription ${subscription.id}: url: ${problem.replace(/[()]/g, '\\$&')}`)
+        assert.ok(!(await refusedWith(message, input)).includes(hook))
+      })
+    }
+
+    test("refuses a token whose maker is another account's token, before it or after it", async () => {
+      const theirs = tokenLine('attacker')
+      const ours = tokenLine('victim', theirs.id)
+      const accounts = [accountLine('attacker'), accountLine('victim')]
+      await refusedWith(
+        new RegExp(`^line 5: token ${ours.id}: createdBy: ${theirs.id} is a token of another account$`),
+        exportOf([...accounts, theirs, ours]),
+      )
+      await refusedWith(
+        new RegExp(`^line 5: token ${theirs.id} after a token it made \\(a maker comes before the tokens it made\\)$`),
+        exportOf([...accounts, ours, theirs]),
+      )
+    })
+
+    test('refuses a token that names itself as its maker', async () => {
+      const { record } = mintToken({ accountName: 'loop' })
+      await refusedWith(
+        new RegExp(`^line 3: token ${record.id}: createdBy: the token itself$`),
+        exportOf([accountLine('loop'), tokenLine('loop', record.id, record)]),
+      )
+    })
+
+    test('refuses a line that is not valid UTF-8, naming it, instead of storing U+FFFD', async () => {
+      const plant = (name: Buffer) =>
+        Buffer.concat([
+          Buffer.from('{"type":"plant","account":"grower","id":"1","name":"'),
+          name,
+          Buffer.from('","tag":null}'),
+        ])
+      // A stray continuation byte, an overlong "/", a UTF-16 surrogate encoded, a sequence cut short.
+      for (const bad of ['ff', 'c0af', 'eda080', 'e282']) {
+        await refusedWith(
+          /^line 3: not valid UTF-8$/,
+          exportOf([accountLine('grower'), plant(Buffer.from(bad, 'hex'))]),
+        )
+      }
+    })
+
+    test('imports a character split between two reads, and a token whose maker the store no longer holds', async () => {
+      const { url: store, dispose: disposeStore } = await backend.createDatabase()
+      try {
+        // What a store keeps of a token whose maker was deleted: its maker's id, the token refused through it.
+        const { record } = mintToken({ accountName: 'grower' })
+        const orphan = tokenLine('grower', mintToken({ accountName: 'grower' }).record.id, record)
+        const plant = { type: 'plant', account: 'grower', id: '1', name: 'Ficus 🌿', tag: null }
+        const input = exportOf([accountLine('grower'), orphan, plant])
+        const split = input.indexOf(Buffer.from('🌿')) + 2
+        await importBytes(store, input.subarray(0, split), input.subarray(split))
+        const storage = await openStorage(store, { migrate: false })
+        try {
+          const grower = await storage.tokens.accountId('grower')
+          assert.deepEqual(await listPlants(storage.plants, grower, { limit: 10 }), [
+            { id: 1n, name: 'Ficus 🌿', tag: null },
+          ])
+          assert.ok(await refused(storage, record), 'a token whose maker is gone stays refused')
+        } finally {
+          await storage.close()
+        }
+      } finally {
+        await disposeStore()
+      }
     })
   })
 }

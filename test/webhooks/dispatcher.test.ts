@@ -284,6 +284,67 @@ for (const backend of backends) {
       assert.equal((await storage.webhooks.deliveryHistory(subscription.id, 10)).failed.length, 0)
     })
 
+    test('records an attempt that cannot be made as failed and goes on: a stored URL the API refuses, a header Node refuses', async () => {
+      const rejections: unknown[] = []
+      const onRejection = (err: unknown) => rejections.push(err)
+      process.on('unhandledRejection', onRejection)
+      try {
+        receiver = await startReceiver()
+        /** A new account subscribed at `url`, as a store written before every way in checked URLs may hold it. */
+        const hookedAt = async (url: string) => {
+          const name = `hooked${++account}`
+          const { accountId } = await storage.tokens.create(mintToken({ accountName: name }).record)
+          const subscription = await storage.webhooks.createSubscription({
+            id: newSubscriptionId(),
+            accountName: name,
+            url,
+            secret: newSigningSecret(),
+            eventTypes: ['plant.created'],
+          })
+          return { accountId, subscription }
+        }
+        const plant = { id: 1n, name: 'Fern', tag: null }
+        const expected = new Map<string, string>()
+        for (const [url, error] of [
+          ['not a url', 'URL is not a URL'],
+          ['ftp://127.0.0.1/plants', 'URL must be http or https'],
+          [receiver.url.replace('http://', 'http://ops:hunter2@'), 'URL must not carry credentials'],
+        ]) {
+          const { accountId, subscription } = await hookedAt(url!)
+          await storage.plants.create(accountId, plant, plantCreated)
+          expected.set(subscription.id, error!)
+        }
+        // An event id no header can carry: the request is refused by Node before anything is sent.
+        const { accountId, subscription } = await hookedAt(receiver.url)
+        await storage.plants.create(accountId, plant, (made) => ({ ...plantCreated(made), id: 'msg_x\r\nforged: 1' }))
+        expected.set(subscription.id, 'attempt failed: Invalid character in header content ["webhook-id"]')
+        // Given up at the first failure, as the disabled subscriptions `webhooks deliveries` shows.
+        run({ giveUpAfterMs: 0 })
+        const attemptsOf = async (id: string) => (await storage.webhooks.deliveryHistory(id, 10)).attempts
+        await eventually(
+          async () => {
+            for (const id of expected.keys()) if ((await attemptsOf(id)).length === 0) return false
+            return true
+          },
+          5000,
+          20,
+        )
+        for (const [id, error] of expected) {
+          const attempts = await attemptsOf(id)
+          assert.deepEqual(
+            attempts.map((attempt) => [attempt.outcome, attempt.status, attempt.error]),
+            [['failed', null, error]],
+            id,
+          )
+        }
+        await deliverMarker()
+        assert.equal(receiver.received.length, 0, 'nothing sent: no credentials, no forged header')
+        assert.deepEqual(rejections, [])
+      } finally {
+        process.off('unhandledRejection', onRejection)
+      }
+    })
+
     test('stops delivering a removed subscription, undelivered events included', async () => {
       const { accountId, subscription } = await subscribed()
       await storage.plants.create(accountId, { id: 10n, name: 'Aloe', tag: null }, plantCreated)
