@@ -42,6 +42,13 @@ export interface ConnectionLimits {
  */
 export const CONNECTION_LIMIT_DEFAULTS: ConnectionLimits = { max: 10_000, perAddress: 256, writeStallMs: 30_000 }
 
+/**
+ * The listen backlog: Linux's default `net.core.somaxconn` since 5.4, and what it grants at most, so the queue is as
+ * long as the kernel allows unless an operator raised that. Node's default, 511, was filled by one client opening
+ * 2,000 connections at once, and every connection attempt arriving then (anyone's) waited 1 s for a retransmission.
+ */
+export const LISTEN_BACKLOG_DEFAULT = 4096
+
 /** Rows of pages (GET /plants, weighted by `limit`) one account, and one process in all, may have in progress at once. */
 export interface PageBudgetLimits {
   perAccount: number
@@ -173,6 +180,11 @@ export const ConfigSchema = Type.Object({
     unit: 'open connections per client address',
     description:
       'Open connections from one client address (the TCP peer; IPv6 per /64; per worker); past it 429 (42903), as above. Peers `TRUST_PROXY` trusts (with `true` or a hop count: every peer) are capped only by `HTTP_MAX_CONNECTIONS`, so limit per client at the proxy.',
+  }),
+  HTTP_LISTEN_BACKLOG: integer(1, 1_000_000, LISTEN_BACKLOG_DEFAULT, {
+    unit: 'connections waiting to be accepted',
+    description:
+      "New connections the kernel holds while the process is busy (the listen backlog); one arriving when they are full is dropped, and its client tries again only after 1 s, then 3 s. Linux grants at most `net.core.somaxconn` (4096 by default since Linux 5.4, 128 before): the start warns when that is lower (docs/operations.md, Connection bursts). Node's own 511 was filled by one client's burst of 2,000 connections.",
   }),
   HTTP_WRITE_STALL_TIMEOUT_MS: milliseconds(CONNECTION_LIMIT_DEFAULTS.writeStallMs, {
     description:

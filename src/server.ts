@@ -19,6 +19,7 @@ import {
   type Config,
 } from './config.js'
 import { openConfiguredStorage } from './configured-storage.js'
+import { kernelBacklogCap, shortBacklogWarning } from './socket/listen-backlog.js'
 import { sqliteFile } from './storage/index.js'
 import { tracingEnabled } from './tracing/enabled.js'
 
@@ -115,12 +116,14 @@ export async function serve(config: Config): Promise<void> {
   shared?.logTo(app.log)
   let address: string
   try {
-    address = await app.listen({ port: config.PORT, host: config.HOST })
+    address = await app.listen({ port: config.PORT, host: config.HOST, backlog: config.HTTP_LISTEN_BACKLOG })
   } catch (err) {
     // Not half-started: whatever closing meets, the listen error is the one to report.
     await app.close().catch((closeErr: unknown) => app.log.error({ err: closeErr }, 'closing after a failed start'))
     throw listenError(err, config)
   }
+  const short = shortBacklogWarning(config.HTTP_LISTEN_BACKLOG, kernelBacklogCap())
+  if (short) app.log.warn(short.fields, short.message)
   if (tracing) app.log.info(tracing.summary, 'tracing on: spans exported over OTLP')
   try {
     // Only once listening: a first start that fails must not use up the token it would have shown.
