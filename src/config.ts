@@ -208,6 +208,11 @@ export const ConfigSchema = Type.Object({
     description:
       'Then, once the listener is closed, how long requests in flight may take to finish before their connections are cut; the process exits 0 either way.',
   }),
+  SHUTDOWN_TRACE_FLUSH_MS: integer(100, 60_000, 2000, {
+    unit: 'milliseconds',
+    description:
+      'With tracing on, then, how long the spans still buffered may take to reach the collector. Those a collector that hangs or refuses has not taken by then are dropped, said in one warning line (`tracing: N spans dropped at stop`), and the process still exits 0.',
+  }),
   LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { FastifyBaseLogger } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { buildApp, closeAll } from './app.js'
 import { parseRate } from './limits/rate.js'
 import type { Redis } from 'ioredis'
@@ -21,6 +21,7 @@ import {
 import { openConfiguredStorage } from './configured-storage.js'
 import { kernelBacklogCap, shortBacklogWarning } from './socket/listen-backlog.js'
 import { sqliteFile } from './storage/index.js'
+import type { Lifecycle } from './plugins/lifecycle.js'
 import { tracingEnabled } from './tracing/enabled.js'
 
 function bootstrapBanner(secret: string, url: string): string {
@@ -74,7 +75,10 @@ function closing(redis: Redis): { close(): Promise<void> } {
 export async function serve(config: Config): Promise<void> {
   // Its code loads only when an endpoint is set: without one, no OpenTelemetry module is read.
   const tracing = tracingEnabled()
-    ? (await import('./tracing/index.js')).startTracing(sqliteFile(config.DATABASE_URL) ? 'sqlite' : 'postgresql')
+    ? (await import('./tracing/index.js')).startTracing(
+        sqliteFile(config.DATABASE_URL) ? 'sqlite' : 'postgresql',
+        config.SHUTDOWN_TRACE_FLUSH_MS,
+      )
     : undefined
   const storage = await openConfiguredStorage(config)
   const shared = config.REDIS_URL === undefined ? undefined : await connectRedis(config.REDIS_URL)
@@ -114,6 +118,7 @@ export async function serve(config: Config): Promise<void> {
     throw err
   })
   shared?.logTo(app.log)
+  tracing?.logTo(app.log)
   let address: string
   try {
     address = await app.listen({ port: config.PORT, host: config.HOST, backlog: config.HTTP_LISTEN_BACKLOG })
@@ -134,14 +139,23 @@ export async function serve(config: Config): Promise<void> {
     await app.close().catch((closeErr: unknown) => app.log.error({ err: closeErr }, 'closing after a failed start'))
     throw err
   }
+  stopOnSignals(app, lifecycle, config)
+}
+
+/**
+ * On SIGTERM or SIGINT: drain, stop accepting, let requests in flight finish within the grace period, close the rest,
+ * exit 0 (1 if closing failed or outlasted its deadline).
+ */
+function stopOnSignals(app: FastifyInstance, lifecycle: Lifecycle, config: Config): void {
   let stopping = false
   const shutdown = async (signal: string): Promise<void> => {
     // A repeated signal (Ctrl-C reaches every process of the group; npm forwards it too) must not cut requests.
     if (stopping) return void app.log.info({ signal }, 'already shutting down')
     stopping = true
     app.log.info({ signal, drainSeconds: config.SHUTDOWN_DRAIN_SECONDS }, 'shutting down')
-    // Whatever happens below, the process ends a little after the grace period.
-    const deadline = (config.SHUTDOWN_DRAIN_SECONDS + config.SHUTDOWN_GRACE_SECONDS + 5) * 1000
+    // Whatever happens below, the process ends a little after the grace period and the spans' flush.
+    const deadline =
+      (config.SHUTDOWN_DRAIN_SECONDS + config.SHUTDOWN_GRACE_SECONDS + 5) * 1000 + config.SHUTDOWN_TRACE_FLUSH_MS
     setTimeout(() => process.exit(1), deadline).unref()
     lifecycle.draining = true
     await sleep(config.SHUTDOWN_DRAIN_SECONDS * 1000)
@@ -150,6 +164,10 @@ export async function serve(config: Config): Promise<void> {
       app.log.warn('grace period over: closing the connections still open')
       app.server.closeAllConnections()
     }, config.SHUTDOWN_GRACE_SECONDS * 1000)
+    // The grace period is the requests' alone: once the last connection has ended, no connection is left to cut, and
+    // what app.close() still closes (storage, the shared store, the spans' flush: bounded by its own setting) has the
+    // deadline above.
+    app.server.once('close', () => clearTimeout(grace))
     try {
       await app.close()
       app.log.info('stopped')

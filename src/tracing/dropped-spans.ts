@@ -13,6 +13,11 @@ export class DroppedSpans {
 
   constructor(readonly maxQueueSize: number) {}
 
+  /** Spans in the queue, not yet handed to the exporter. */
+  get waiting(): number {
+    return this.#waiting
+  }
+
   /** The processor to hand the provider: counts each span, then passes it on. */
   processor(inner: SpanProcessor): SpanProcessor {
     return {

@@ -26,7 +26,10 @@ export const OTEL_VARIABLES: ReadonlyArray<{ name: string; meaning: string }> = 
     meaning: 'Headers sent to the collector, `key=value,…` (an API key, say); never logged',
   },
   { name: 'OTEL_EXPORTER_OTLP_TRACES_HEADERS', meaning: 'The same, for traces only' },
-  { name: 'OTEL_EXPORTER_OTLP_TIMEOUT', meaning: 'Milliseconds one export may take (10000)' },
+  {
+    name: 'OTEL_EXPORTER_OTLP_TIMEOUT',
+    meaning: 'Milliseconds one export may take, its retries included (10000); then its spans are dropped',
+  },
   { name: 'OTEL_SERVICE_NAME', meaning: '`service.name` of every span (`plantstore` when unset)' },
   {
     name: 'OTEL_RESOURCE_ATTRIBUTES',

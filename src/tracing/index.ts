@@ -11,6 +11,7 @@ import { redactUrl } from '../redact.js'
 import type { ClaimedDelivery, StorageTimer } from '../storage/index.js'
 import type { DispatcherOptions } from '../webhooks/dispatcher.js'
 import { DroppedSpans } from './dropped-spans.js'
+import { ExportHealth, type ExportLog } from './export-health.js'
 
 /**
  * What the app takes of tracing: the request spans' plugin, a span per storage call, the ids a request's log lines
@@ -25,6 +26,9 @@ export interface Tracing {
   traceAttempt: NonNullable<DispatcherOptions['traceAttempt']>
   /** Spans dropped so far because the export queue was full (a slow or unreachable collector). */
   droppedSpans(): number
+  /** Where failing exports, and the spans a stop drops, are told; nowhere until given. */
+  logTo(log: ExportLog): void
+  /** Sends the spans still buffered, for the flush bound at most; never rejects. */
   shutdown(): Promise<void>
   /** Where and how the spans go, for the line a start writes. */
   summary: TracingSummary
@@ -77,8 +81,13 @@ function describeRequest(span: Span, request: FastifyRequest): void {
 /**
  * Starts exporting traces as the standard variables say (endpoint, protocol, headers, service name, resource
  * attributes, sampler, batch sizes: each read by the SDK itself), with the W3C trace context propagated in and out.
+ * `flushMs` bounds the stop's last flush.
  */
-export function startTracing(backend: 'sqlite' | 'postgresql', env: NodeJS.ProcessEnv = process.env): Tracing {
+export function startTracing(
+  backend: 'sqlite' | 'postgresql',
+  flushMs: number,
+  env: NodeJS.ProcessEnv = process.env,
+): Tracing {
   const resource = defaultResource()
     .merge(resourceFromAttributes({ 'service.name': 'plantstore' }))
     .merge(detectResources({ detectors: [envDetector] }))
@@ -86,7 +95,8 @@ export function startTracing(backend: 'sqlite' | 'postgresql', env: NodeJS.Proce
   // memory or a request's time.
   const queue = new DroppedSpans(Number(env.OTEL_BSP_MAX_QUEUE_SIZE) || 2048)
   const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf'
-  const batches = new BatchSpanProcessor(queue.exporter(exporter(protocol)))
+  const health = new ExportHealth()
+  const batches = new BatchSpanProcessor(queue.exporter(health.exporter(exporter(protocol))))
   const provider = new NodeTracerProvider({ resource, spanProcessors: [queue.processor(batches)] })
   provider.register()
   const instrumentation = new FastifyOtelInstrumentation({
@@ -145,7 +155,13 @@ export function startTracing(backend: 'sqlite' | 'postgresql', env: NodeJS.Proce
     traceparent,
     traceAttempt,
     droppedSpans: () => queue.dropped,
-    shutdown: () => provider.shutdown(),
+    logTo: (log) => health.logTo(log),
+    shutdown: () =>
+      health.flushWithin(
+        flushMs,
+        () => provider.shutdown(),
+        () => queue.waiting,
+      ),
     summary: {
       // As the exporter makes it: the traces endpoint as given, else `v1/traces` under the base one.
       endpoint: redactUrl(

@@ -31,12 +31,14 @@ describe('the systemd unit (deploy/plantstore.service)', () => {
     assert.equal(service.get('StateDirectory'), 'plantstore')
   })
 
-  test('stops with SIGTERM and waits longer than the default drain and grace, so a graceful stop is not killed', () => {
-    const seconds = (key: 'SHUTDOWN_DRAIN_SECONDS' | 'SHUTDOWN_GRACE_SECONDS') =>
+  test("stops with SIGTERM and waits longer than the default drain, grace and spans' flush, so a graceful stop is not killed", () => {
+    const value = (key: 'SHUTDOWN_DRAIN_SECONDS' | 'SHUTDOWN_GRACE_SECONDS' | 'SHUTDOWN_TRACE_FLUSH_MS') =>
       ConfigSchema.properties[key].default as number
     assert.equal(service.get('KillSignal'), 'SIGTERM')
     const timeout = Number(service.get('TimeoutStopSec'))
-    assert.ok(timeout > seconds('SHUTDOWN_DRAIN_SECONDS') + seconds('SHUTDOWN_GRACE_SECONDS') + 5, String(timeout))
+    const deadline =
+      value('SHUTDOWN_DRAIN_SECONDS') + value('SHUTDOWN_GRACE_SECONDS') + 5 + value('SHUTDOWN_TRACE_FLUSH_MS') / 1000
+    assert.ok(timeout > deadline, String(timeout))
   })
 
   test('passes systemd-analyze verify without a warning, installed where this checkout is', async (t) => {

@@ -26,7 +26,7 @@ interface ExportRequest {
 
 /**
  * An OTLP/HTTP collector of the test's own, on loopback, for JSON and protobuf alike: it keeps every span, and every
- * body and content type as they came.
+ * body and content type as they came; or, while told to fail, answers every export with an error.
  */
 export async function startOtlpReceiver() {
   const spans: ReceivedSpan[] = []
@@ -40,6 +40,10 @@ export async function startOtlpReceiver() {
       bodies.push(body)
       contentTypes.push(String(req.headers['content-type']))
       if (req.url !== '/v1/traces') return void res.writeHead(404).end()
+      if (receiver.failWith !== undefined) {
+        receiver.refused++
+        return void res.writeHead(receiver.failWith).end()
+      }
       if (String(req.headers['content-type']).startsWith('application/x-protobuf')) spans.push(...decodeSpans(body))
       else {
         for (const { resource, scopeSpans } of (JSON.parse(body.toString()) as ExportRequest).resourceSpans) {
@@ -52,11 +56,16 @@ export async function startOtlpReceiver() {
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return {
+  const receiver = {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     spans,
     bodies,
     contentTypes,
+    /** While set, every export is answered with this status (500: a collector failing), its spans kept nowhere. */
+    failWith: undefined as number | undefined,
+    /** Exports answered with `failWith`. */
+    refused: 0,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   }
+  return receiver
 }

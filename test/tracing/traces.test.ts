@@ -252,7 +252,7 @@ for (const backend of backends) {
     test('a collector that refuses connections changes no answer', async () => {
       const refusing = await startOtlpReceiver()
       await refusing.close()
-      // A second to give up on each export: the stop's last flush would otherwise retry for the default 10 s.
+      // A second to give up on each export: the stop's last flush would otherwise retry until its bound (2 s).
       const env = {
         OTEL_EXPORTER_OTLP_ENDPOINT: refusing.url,
         OTEL_BSP_SCHEDULE_DELAY: '10',
