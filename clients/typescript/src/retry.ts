@@ -1,9 +1,16 @@
+import { Pacer } from './pacer.js'
+
 /** When a request is tried again. */
 export interface RetryOptions {
   /** Further attempts after the first (default 3); 0 turns retrying off. */
   retries?: number
   /** No retry is made whose wait would end later than this after the first attempt (default 30,000 ms). */
   retryTimeLimitMs?: number
+  /**
+   * Whether requests wait for the rate-limit budget the service's `RateLimit` fields tell (default true), so that
+   * many at once are not refused; false sends each at once.
+   */
+  pacing?: boolean
 }
 
 /** Which requests may be sent again after a network error left their outcome unknown. */
@@ -34,24 +41,6 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
-/**
- * Milliseconds to hold the next request, from a `RateLimit` field (draft-ietf-httpapi-ratelimit-headers-11): the
- * longest `t` of a policy with nothing left (`r=0`); 0 when every policy has some, or the field is absent. Malformed
- * items are ignored, as the draft says.
- */
-export function rateLimitPauseMs(value: string | null): number {
-  let pause = 0
-  for (const item of value?.split(',') ?? []) {
-    const match = /^\s*"[^"]*";(.*)$/.exec(item)
-    if (match === null) continue
-    const params = new Map(match[1]!.split(';').map((param) => param.trim().split('=') as [string, string]))
-    const [left, window] = [params.get('r'), params.get('t')]
-    if (left !== '0' || window === undefined || !/^[0-9]+$/.test(window)) continue
-    pause = Math.max(pause, Number(window) * 1000)
-  }
-  return pause
-}
-
 function sleep(ms: number, signal: AbortSignal | null): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason)
@@ -69,38 +58,40 @@ function sleep(ms: number, signal: AbortSignal | null): Promise<void> {
 
 /**
  * A fetch that tries a request again after a 429 or 503 (waiting as `Retry-After` says, or backing off when it is
- * absent) or a 409 with `Retry-After` (an Idempotency-Key whose first request is still running) and after a network error when `repeatable` says the request is safe to repeat, within the attempts and
- * the time limit. It paces itself too: after an answer whose `RateLimit` field says a budget is spent, the next
- * request waits the `t` seconds it names (if that fits in the time limit), so a steady client is not refused.
+ * absent) or a 409 with `Retry-After` (an Idempotency-Key whose first request is still running) and after a network
+ * error when `repeatable` says the request is safe to repeat, within the attempts and the time limit (counted from
+ * the first attempt's send). Unless `pacing` is false, every attempt waits first for the rate-limit budget (Pacer),
+ * a retry before the requests not yet sent.
  */
 export function retryingFetch(
   fetch: (request: Request) => Promise<Response>,
   options: RetryOptions = {},
   repeatable: Repeatable = readOnly,
+  // One for every request of the client: the service's budgets are the token's and the account's, not a request's.
+  pacer = options.pacing === false ? undefined : new Pacer(),
 ): (request: Request) => Promise<Response> {
   const retries = options.retries ?? RETRIES_DEFAULT
   const limitMs = options.retryTimeLimitMs ?? TIME_LIMIT_DEFAULT_MS
   if (!Number.isInteger(retries) || retries < 0) throw new RangeError('retries must be a whole number, 0 or more')
   if (!(limitMs >= 0)) throw new RangeError('retryTimeLimitMs must be 0 or more')
-  // When the last answer's RateLimit field lets the next request go: shared by every request of this client.
-  let notBefore = 0
   return async (request) => {
-    const started = Date.now()
-    const pause = notBefore - started
-    if (pause > 0 && pause <= limitMs) await sleep(pause, request.signal)
+    let started: number | undefined
     for (let attempt = 0; ; attempt++) {
+      const ticket = await pacer?.acquire(request.signal, attempt > 0)
+      const first = (started ??= Date.now())
       const backoff = BACKOFF_MS * 2 ** attempt
-      const canWait = (ms: number) => attempt < retries && Date.now() + ms - started <= limitMs
+      const canWait = (ms: number) => attempt < retries && Date.now() + ms - first <= limitMs
       let response: Response
       try {
         // The body can be read once: every attempt sends a copy.
         response = await fetch(request.clone())
       } catch (err) {
+        if (ticket !== undefined) pacer?.settle(ticket, undefined)
         if (request.signal.aborted || !repeatable(request) || !canWait(backoff)) throw err
         await sleep(backoff, request.signal)
         continue
       }
-      notBefore = Math.max(notBefore, Date.now() + rateLimitPauseMs(response.headers.get('ratelimit')))
+      if (ticket !== undefined) pacer?.settle(ticket, response)
       if (!retried(response)) return response
       const wait = retryAfterMs(response.headers.get('retry-after')) ?? backoff
       if (!canWait(wait)) return response

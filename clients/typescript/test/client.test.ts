@@ -77,6 +77,22 @@ function recordingFetch(seen: Seen[]) {
 }
 
 /**
+ * The answers the server at `baseUrl` gave, by status, from its metrics; a connection the per-address cap refused
+ * was answered 429 too.
+ */
+async function answersByStatus(baseUrl: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text()
+  const counts = new Map<string, number>()
+  const add = (status: string, n: string) => counts.set(status, (counts.get(status) ?? 0) + Number(n))
+  for (const [, status, n] of text.matchAll(/^plantstore_http_requests_total\{[^}]*status="(\d+)"[^}]*\} (\d+)$/gm)) {
+    add(status!, n!)
+  }
+  const refused = /^plantstore_http_connections_refused_total\{limit="address"\} (\d+)$/m.exec(text)
+  if (refused) add('429', refused[1]!)
+  return counts
+}
+
+/**
  * A server on a fresh database of `backend` seeded with the bootstrap token `token` and `env`, started before the
  * suite's tests (once it accepts the token) and stopped after them; `server` is set once started.
  */
@@ -286,6 +302,29 @@ for (const backend of backends) {
     })
   })
 
+  describe(`@plantstore/client issuing requests at once on a server limited to 250/s, on ${backend.name}`, () => {
+    const token = 'burst-' + randomBytes(30).toString('base64url')
+    // A budget refilled in a second, so that 1,500 take a few. The client never has more requests out than the
+    // budget holds: 250, under the per-address connection cap (256), whose refusals are 429s too.
+    const running = serverFor(backend, token, { PLANTSTORE_RATE_LIMIT: '250/s' })
+
+    test('paces 1,500 creates issued at once by the RateLimit fields: the server answers none 429, and all are made', async () => {
+      const client = createClient({ baseUrl: running.server.baseUrl, token })
+      const ids = Array.from({ length: 1500 }, (_, i) => BigInt(i + 1))
+      const settled = await Promise.allSettled(ids.map((id) => client.plants.create({ id, name: `plant ${id}` })))
+      // Counted by the server: the client's retries would hide a 429 from the caller, not from the answers.
+      const answers = await answersByStatus(running.server.baseUrl)
+      const failed = settled.filter((outcome) => outcome.status === 'rejected').length
+      assert.equal(answers.get('429'), undefined, `429s answered: ${JSON.stringify([...answers])}; ${failed} failed`)
+      assert.deepEqual(
+        settled.map((outcome) => outcome.status === 'fulfilled' && outcome.value.id),
+        ids,
+      )
+      assert.ok(answers.get('200')! >= 1500, 'every create answered 200 once')
+      assert.equal((await listAll(client, { limit: 1000 })).length, 1500)
+    })
+  })
+
   describe(`@plantstore/client retrying a rate-limited request on ${backend.name}`, () => {
     const token = 'limited-' + randomBytes(30).toString('base64url')
     const running = serverFor(backend, token, { PLANTSTORE_RATE_LIMIT: '2/s' })
@@ -308,7 +347,8 @@ for (const backend of backends) {
     })
 
     test('with retries: 0, a 429 is a PlantStoreError with rateLimited at once', async () => {
-      const client = createClient({ baseUrl: running.server.baseUrl, token, retries: 0 })
+      // Not paced: a paced client would hold the burst to the budget and not be refused.
+      const client = createClient({ baseUrl: running.server.baseUrl, token, retries: 0, pacing: false })
       const answers = await Promise.allSettled([1, 2, 3, 4, 5, 6].map(() => client.plants.page({ limit: 1 })))
       const refused = answers.find((answer) => answer.status === 'rejected')
       assert.ok(refused, 'a burst of six requests at 2/s is refused in part')

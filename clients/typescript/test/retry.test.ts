@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { nextCursor } from '../src/link.js'
-import { rateLimitPauseMs, retryAfterMs, retryingFetch } from '../src/retry.js'
+import { fieldItems, policyReports } from '../src/ratelimit-fields.js'
+import { retryAfterMs, retryingFetch } from '../src/retry.js'
 
 describe('Retry-After', () => {
   test('reads seconds and HTTP dates, and nothing else', () => {
@@ -17,14 +18,41 @@ describe('Retry-After', () => {
   })
 })
 
-describe('RateLimit', () => {
-  test('holds the next request for the longest t of a spent policy, and ignores what it cannot read', () => {
-    assert.equal(rateLimitPauseMs('"token";r=0;t=3, "account";r=0;t=1'), 3000)
-    assert.equal(rateLimitPauseMs('"token";r=5;t=1, "account";r=0;t=2'), 2000)
-    assert.equal(rateLimitPauseMs('"token";r=5;t=1'), 0, 'budget left: no pause')
-    assert.equal(rateLimitPauseMs(null), 0)
-    assert.equal(rateLimitPauseMs('"token";r=0'), 0, 'no window to wait for')
-    assert.equal(rateLimitPauseMs('token;r=0;t=3, "x";r=0;t=-1, "y";r=0;t=1.5'), 0, 'malformed items are ignored')
+describe('the RateLimit fields', () => {
+  test("read each policy's whole-number parameters, and ignore what they cannot read", () => {
+    assert.deepEqual(
+      fieldItems('"token";r=0;t=3, "account";r=12;t=1;pk=:cHsx:'),
+      new Map([
+        [
+          'token',
+          new Map([
+            ['r', 0],
+            ['t', 3],
+          ]),
+        ],
+        [
+          'account',
+          new Map([
+            ['r', 12],
+            ['t', 1],
+          ]),
+        ],
+      ]),
+    )
+    assert.deepEqual(fieldItems(null), new Map())
+    assert.deepEqual([...fieldItems('token;r=0;t=3, "x";r=-1;t=1.5, "y" r=1').keys()], ['x'], 'names are strings')
+    assert.deepEqual(fieldItems('"x";r=-1;t=1.5').get('x'), new Map(), 'not whole numbers')
+  })
+
+  test('give each policy of RateLimit with its quota and window from RateLimit-Policy when that names it', () => {
+    const headers = new Headers({
+      ratelimit: '"token";r=98;t=1, "account";r=7, "other";t=1',
+      'ratelimit-policy': '"token";q=100;w=1, "account";q=0;w=60',
+    })
+    assert.deepEqual(policyReports(headers), [
+      { name: 'token', remaining: 98, resetSeconds: 1, quota: 100, windowSeconds: 1 },
+      { name: 'account', remaining: 7, resetSeconds: undefined, quota: undefined, windowSeconds: undefined },
+    ])
   })
 })
 
