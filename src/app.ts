@@ -230,6 +230,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(healthRoutes, { health: storage.health })
   const pageBudget = new PageBudget(options.pageBudget ?? PAGE_BUDGET_DEFAULTS)
   metrics.pagesInProgress(() => pageBudget.inProgress())
+  metrics.pagesUnread(() => pageBudget.unread())
   const keys = options.idempotency ?? IDEMPOTENCY_DEFAULTS
   const idempotency = idempotencyHooks(storage.idempotency, keys)
   registerIdempotencyPurge(app, storage.idempotency, keys.purgeEveryMs ?? IDEMPOTENCY_DEFAULTS.purgeEveryMs)

@@ -63,9 +63,10 @@ export interface PageBudgetLimits {
  * close to 200 ms on SQLite in test/cli/big-page-fairness.test.ts). A page kept out waits for rows to come back (up to
  * 1 s, 8 pages of one account at most), so a client reading page after page, or a few pages in parallel while the
  * database makes them, is served; only an account's pages held past that (by a client that reads slowly, or too
- * many at once) are refused, with `Retry-After: 1`. Per process 8,000: eight accounts at their bound; it also
- * bounds the pages held in memory for clients that read slowly (about 2.6 MB at 330 bytes a row; 16 MB if every
- * character is one that JSON escapes).
+ * many at once) are refused, with `Retry-After: 1`. Per process 8,000: eight accounts at their bound. Pages whose
+ * clients have not read them within 250 ms leave it for a bound of their own of the same size (see PageBudget), so
+ * the two bound the pages held in memory for clients that read slowly (about 5.3 MB at 330 bytes a row; 32 MB if
+ * every character is one that JSON escapes).
  */
 export const PAGE_BUDGET_DEFAULTS: PageBudgetLimits = { perAccount: 1_000, perProcess: 8_000 }
 
@@ -198,7 +199,7 @@ export const ConfigSchema = Type.Object({
   PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS: integer(LIMIT_MAX, 100_000_000, PAGE_BUDGET_DEFAULTS.perProcess, {
     unit: 'rows of pages in progress per process',
     description:
-      'The same over all accounts together (per worker with `WORKERS`); past it 503 (50304) with `Retry-After: 1`. It bounds the memory pages held for slow readers take.',
+      'The same over all accounts together (per worker with `WORKERS`); past it 503 (50304) with `Retry-After: 1`. A page whose client has not taken it 250 ms after its handler started is set aside: it still counts for its account but no longer here, so accounts that do not read cannot keep out those that do. Pages set aside have a bound of their own, this number again: past it, the connection of the page set aside longest is closed. Together they bound the memory pages held for slow readers take.',
   }),
   SHUTDOWN_DRAIN_SECONDS: seconds(0, {
     description:
@@ -315,7 +316,8 @@ export const ConfigSchema = Type.Object({
   }),
   PLANTSTORE_WEBHOOK_CONCURRENCY: integer(1, 1024, 16, {
     unit: 'attempts in flight per process',
-    description: 'Delivery attempts in flight at once per process.',
+    description:
+      'Delivery attempts in flight at once per process. A quarter of them (at least one of two or more) is kept for accounts with no attempt in flight anywhere, one each, so accounts whose receivers never answer cannot hold every slot.',
   }),
   PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: integer(1, 1024, 4, {
     unit: 'attempts in flight per account',

@@ -142,6 +142,18 @@ export class Metrics {
     })
   }
 
+  /** Reports the rows of pages set aside while their answers wait for clients that do not read them. */
+  pagesUnread(rows: () => number): void {
+    new Gauge({
+      name: 'plantstore_page_rows_unread',
+      help: 'Of plantstore_page_rows_in_progress, the rows of pages whose answers have waited for their clients past 250 ms, set aside from PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS',
+      registers: [this.registry],
+      collect() {
+        this.set(rows())
+      },
+    })
+  }
+
   /** Counts one page refused by the page budget. */
   readonly pageRefused = (bound: PageBudgetBound): void => {
     this.#pagesRefused.inc({ bound })

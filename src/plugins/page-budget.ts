@@ -27,6 +27,20 @@ export const MOST_WAIT_MS = 1000
  */
 export const MOST_WAITING_PER_ACCOUNT = 8
 
+/**
+ * How long a page's answer may wait for its client before its rows are set aside (see PageBudget.setAside). A client
+ * that reads takes a page within a few milliseconds on loopback or a LAN; long enough for that, short enough that a
+ * page kept out by unread pages waits for them well within MOST_WAIT_MS.
+ */
+export const UNREAD_MS = 250
+
+/** A page whose rows were set aside while its answer waits for its client; `close` ends its connection. */
+export interface UnreadPage {
+  account: number
+  rows: number
+  close: () => void
+}
+
 /** A page waiting for rows: `retry` tries to take them again. */
 export interface Waiter {
   account: number
@@ -37,11 +51,23 @@ export interface Waiter {
  * Rows of pages in progress, per account and in all: the rows a page may hold (its `limit`, not yet known how many
  * it will hold) from the moment its handler starts until the event loop's turn after its answer has been handed to
  * the socket (see pageBudgetHook).
+ *
+ * Accounts that do not read cannot take the process's rows from those that do: a page whose answer has waited
+ * UNREAD_MS for its client is set aside. Its rows still count against its account, so that account makes no more
+ * pages than before, but no longer against the process bound, which then admits only pages being made and written.
+ * Pages set aside are held in memory too, so they have a bound of their own, the process bound again: past it the
+ * page set aside longest, whose client has read nothing for longest, has its connection closed. Without this, eight
+ * accounts each holding one unread page of 1,000 rows held the default process bound of 8,000, and every other
+ * account's page waited a second and was refused (503); any rule counting rows alone is beaten by one more account.
  */
 export class PageBudget {
   readonly limits: PageBudgetLimits
   readonly #accounts = new Map<number, number>()
+  /** Rows of pages being made or written: those the process bound admits against. */
   #total = 0
+  /** Pages set aside, the longest set aside first, and their rows. */
+  readonly #unread = new Set<UnreadPage>()
+  #unreadRows = 0
   /** Pages waiting for rows, in the order they came; each tries again whenever rows are given back. */
   readonly #waiters = new Set<Waiter>()
   readonly #waiting = new Map<number, number>()
@@ -61,13 +87,42 @@ export class PageBudget {
     return undefined
   }
 
-  /** Gives back rows a page held, and lets every waiting page try again, in the order they came. */
-  giveBack(account: number, rows: number): void {
+  /**
+   * Gives back rows a page held (`unread` when it was set aside), and lets every waiting page try again, in the order
+   * they came.
+   */
+  giveBack(account: number, rows: number, unread?: UnreadPage): void {
     const held = this.#accounts.get(account)
     if (held === undefined) return
     if (held === rows) this.#accounts.delete(account)
     else this.#accounts.set(account, held - rows)
+    // A page closed to make room left the rows set aside already.
+    if (unread === undefined) this.#total -= rows
+    else if (this.#unread.delete(unread)) this.#unreadRows -= rows
+    this.#retryWaiting()
+  }
+
+  /**
+   * Sets aside the rows of a page whose answer waits for its client: they leave the process bound (its account's
+   * stay), and pages kept out try again. Past the process bound of pages set aside, the ones set aside longest are
+   * closed (their rows leave at once; their account's when their connection's close gives them back).
+   */
+  setAside(account: number, rows: number, close: () => void): UnreadPage {
+    const page = { account, rows, close }
     this.#total -= rows
+    this.#unread.add(page)
+    this.#unreadRows += rows
+    for (const oldest of this.#unread) {
+      if (this.#unreadRows <= this.limits.perProcess) break
+      this.#unread.delete(oldest)
+      this.#unreadRows -= oldest.rows
+      oldest.close()
+    }
+    this.#retryWaiting()
+    return page
+  }
+
+  #retryWaiting(): void {
     const waiters = [...this.#waiters]
     for (const waiter of waiters) this.cancel(waiter)
     for (const waiter of waiters) waiter.retry()
@@ -99,9 +154,14 @@ export class PageBudget {
     return account === undefined ? this.#waiters.size : (this.#waiting.get(account) ?? 0)
   }
 
-  /** Rows in progress: the account's, or all of them. */
+  /** Rows in progress, set aside or not: the account's, or all of them. */
   inProgress(account?: number): number {
-    return account === undefined ? this.#total : (this.#accounts.get(account) ?? 0)
+    return account === undefined ? this.#total + this.#unreadRows : (this.#accounts.get(account) ?? 0)
+  }
+
+  /** Rows of pages set aside, their answers waiting for clients that have not read them (see setAside). */
+  unread(): number {
+    return this.#unreadRows
   }
 }
 
@@ -188,14 +248,26 @@ function droppedWhenGone(reply: FastifyReply, done: () => void): boolean {
   return true
 }
 
-/** Holds the rows taken for a page until its answer is handed over or can no longer be, and a turn more. */
+/**
+ * Holds the rows taken for a page until its answer is handed over or can no longer be, and a turn more; sets them
+ * aside once the answer has waited UNREAD_MS for its client.
+ */
 function holdUntilAnswered(budget: PageBudget, account: number, rows: number, reply: FastifyReply): void {
   const response = reply.raw
   const socket = reply.request.raw.socket
   let held = true
+  let unread: UnreadPage | undefined
+  // From the handler's start: a page still being made (a slow query) is looked at again UNREAD_MS later.
+  const lookAt = () => {
+    if (!response.writableEnded) return void timer.refresh()
+    // A reset, as the write stall timeout closes: it frees what the kernel still holds for the connection too.
+    unread = budget.setAside(account, rows, () => socket.resetAndDestroy())
+  }
+  const timer = setTimeout(lookAt, UNREAD_MS).unref()
   const release = () => {
     if (!held) return
     held = false
+    clearTimeout(timer)
     response.off('finish', release)
     response.off('close', release)
     socket.off('close', release)
@@ -203,7 +275,7 @@ function holdUntilAnswered(budget: PageBudget, account: number, rows: number, re
     // has room at once, so a page may be made and handed over within one turn, and then the bound would not limit
     // how many pages one account's connections have made in a turn while everyone else's requests wait for the
     // next.
-    setImmediate(() => budget.giveBack(account, rows))
+    setImmediate(() => budget.giveBack(account, rows, unread))
   }
   response.once('finish', release)
   response.once('close', release)

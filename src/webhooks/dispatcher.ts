@@ -40,6 +40,17 @@ const LEASE_MARGIN_MS = 10_000
 // Failed deliveries deleted per purge statement: a long backlog of them goes in short transactions.
 const PURGE_BATCH = 1000
 
+/**
+ * Slots of a process's `concurrency` kept for accounts with no attempt in flight anywhere, one slot each: a quarter,
+ * and at least one of two or more. Accounts already delivering share the rest, `perAccount` each at most, so
+ * accounts whose receivers never answer hold every slot only when there are more of them than the shared slots hold
+ * plus the reserve (3 + 4 with the defaults, where 4 held all 16 and another account's event waited for an attempt
+ * to time out, 10 s), and an account just starting to deliver finds a slot at once while fewer do.
+ */
+export function reservedSlots(concurrency: number): number {
+  return concurrency < 2 ? 0 : Math.max(1, Math.floor(concurrency / 4))
+}
+
 /** The delay before retry number `failures + 1`: exponential, capped at an hour, with jitter (50 to 100 %). */
 export function retryDelayMs(failures: number, baseMs: number): number {
   return Math.min(baseMs * 2 ** Math.min(failures, 30), MAX_RETRY_DELAY_MS) * (0.5 + Math.random() / 2)
@@ -79,6 +90,8 @@ export class WebhookDispatcher {
   readonly #outbox: WebhookStore
   readonly #options: Settings
   readonly #inFlight = new Set<Promise<void>>()
+  /** Of those, the attempts in slots of the reserve (see reservedSlots). */
+  readonly #reserved = new Set<Promise<void>>()
   #stopped = false
   #loop: Promise<void> | undefined
   #upkeep: Promise<void> | undefined
@@ -91,6 +104,11 @@ export class WebhookDispatcher {
   constructor(outbox: WebhookStore, options: DispatcherOptions) {
     this.#outbox = outbox
     this.#options = { pollMs: 250, purgeEveryMs: 60_000, ...options }
+  }
+
+  /** Attempts in flight in this process. */
+  get inFlight(): number {
+    return this.#inFlight.size
   }
 
   /** Starts delivering in the background. */
@@ -110,25 +128,49 @@ export class WebhookDispatcher {
   }
 
   async #run(): Promise<void> {
-    const { concurrency, pollMs, timeoutMs, perAccount } = this.#options
+    const { concurrency, pollMs } = this.#options
+    const reserve = reservedSlots(concurrency)
     while (!this.#stopped) {
-      const free = concurrency - this.#inFlight.size
+      const reservedFree = reserve - this.#reserved.size
+      const shared = concurrency - reserve - (this.#inFlight.size - this.#reserved.size)
       let claimed: ClaimedDelivery[] = []
-      if (free > 0) {
-        // The lease outlives the attempt's timeout, so a live attempt is never claimed twice; after a crash the
-        // subscription is ready again once it runs out.
-        claimed = await this.#outbox
-          .claimDeliveries(free, timeoutMs + LEASE_MARGIN_MS, perAccount)
-          .catch((err: unknown) => {
-            this.#options.onError?.(err)
-            return []
-          })
+      if (shared > 0) {
+        claimed = await this.#claim(shared, this.#options.perAccount)
         for (const delivery of claimed) this.#track(this.#attempt(delivery))
+      }
+      // The reserve, one slot per account with no attempt in flight anywhere, when the shared slots are all taken
+      // (had they not been, such an account's next attempt would have had one: it ranks first).
+      let reserved: ClaimedDelivery[] = []
+      if (reservedFree > 0 && claimed.length === Math.max(shared, 0)) {
+        reserved = await this.#claim(reservedFree, 1)
+        for (const delivery of reserved) this.#holdReserved(this.#attempt(delivery))
       }
       // Every slot busy, or nothing more due: wait for an attempt to finish or the next poll. Never loop without
       // waiting, or the attempts in flight (and the whole process) would never get to run.
-      if (free === 0 || claimed.length < free) await this.#pause(pollMs)
+      const free = Math.max(shared, 0) + reservedFree
+      if (free === 0 || claimed.length + reserved.length < free) await this.#pause(pollMs)
     }
+  }
+
+  /**
+   * Claims up to `limit` attempts, at most `perAccount` of one account's subscriptions leased at once over every
+   * instance. The lease outlives the attempt's timeout, so a live attempt is never claimed twice; after a crash the
+   * subscription is ready again once it runs out.
+   */
+  #claim(limit: number, perAccount: number): Promise<ClaimedDelivery[]> {
+    const leaseMs = this.#options.timeoutMs + LEASE_MARGIN_MS
+    return this.#outbox.claimDeliveries(limit, leaseMs, perAccount).catch((err: unknown) => {
+      this.#options.onError?.(err)
+      return []
+    })
+  }
+
+  /** Tracks an attempt in a reserved slot, which it holds until it ends however it ends. */
+  #holdReserved(attempt: Promise<void>): void {
+    this.#track(attempt)
+    this.#reserved.add(attempt)
+    const free = () => void this.#reserved.delete(attempt)
+    attempt.then(free, free)
   }
 
   /**

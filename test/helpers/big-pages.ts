@@ -1,5 +1,5 @@
 import { issueToken } from '../../src/auth/issue-token.js'
-import { openStorage } from '../../src/storage/index.js'
+import { openStorage, type InstrumentedStorage } from '../../src/storage/index.js'
 import { plantCreated } from '../../src/webhooks/events.js'
 import type { TestBackend } from './backends.js'
 
@@ -9,6 +9,19 @@ export interface BigPageDatabase {
   dispose: () => Promise<void>
   mallory: string
   alice: string
+}
+
+/** Stores `count` plants named `name` and tagged `tag` (ids 1 up) for the account, 100 at a time. */
+export async function fillPlants(
+  storage: Pick<InstrumentedStorage, 'plants'>,
+  accountId: number,
+  plants: { count: number; name: string; tag: string | null },
+): Promise<void> {
+  const { name, tag } = plants
+  for (let from = 1; from <= plants.count; from += 100) {
+    const ids = Array.from({ length: Math.min(100, plants.count - from + 1) }, (_, i) => BigInt(from + i))
+    await Promise.all(ids.map((id) => storage.plants.create(accountId, { id, name, tag }, plantCreated)))
+  }
 }
 
 /**
@@ -25,13 +38,7 @@ export async function bigPageDatabase(
   try {
     const mallory = await issueToken(storage, { accountName: 'mallory' })
     const alice = await issueToken(storage, { accountName: 'alice' })
-    const { name, tag } = plants
-    for (let from = 1; from <= plants.count; from += 100) {
-      const ids = Array.from({ length: Math.min(100, plants.count - from + 1) }, (_, i) => BigInt(from + i))
-      await Promise.all(
-        ids.map((id) => storage.plants.create(mallory.token.accountId, { id, name, tag }, plantCreated)),
-      )
-    }
+    await fillPlants(storage, mallory.token.accountId, plants)
     for (let id = 1n; id <= BigInt(plants.alicePlants ?? 0); id++) {
       await storage.plants.create(alice.token.accountId, { id, name: `fern ${id}`, tag: null }, plantCreated)
     }

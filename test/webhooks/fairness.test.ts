@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { afterEach, beforeEach, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
@@ -9,6 +10,13 @@ import { backends, freshStorage } from '../helpers/backends.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
 
 const LEASE_MS = 60_000
+
+/** Resolves once `check` holds, polling; fails after 20 s, which only a hang takes. */
+async function until(check: () => boolean): Promise<void> {
+  for (const started = Date.now(); !check(); await sleep(5)) {
+    if (Date.now() - started > 20_000) assert.fail('not within 20 s')
+  }
+}
 
 for (const backend of backends) {
   describe(`fair webhook delivery between accounts (${backend.name})`, () => {
@@ -28,8 +36,8 @@ for (const backend of backends) {
       await dispose()
     })
 
-    /** An account with `count` subscriptions to `url`, each with one event queued. */
-    async function account(count: number, url: string) {
+    /** An account with `count` subscriptions to `url`, each with one event queued (unless `event` is false). */
+    async function account(count: number, url: string, { event = true } = {}) {
       const name = `fair${++accounts}`
       const { accountId } = await storage.tokens.create(mintToken({ accountName: name }).record)
       const ids: string[] = []
@@ -43,7 +51,7 @@ for (const backend of backends) {
         })
         ids.push(subscription.id)
       }
-      await storage.plants.create(accountId, { id: 1n, name: 'Fern', tag: null }, plantCreated)
+      if (event) await storage.plants.create(accountId, { id: 1n, name: 'Fern', tag: null }, plantCreated)
       return { accountId, ids }
     }
 
@@ -81,32 +89,45 @@ for (const backend of backends) {
       assert.equal(await storage.webhooks.countPendingDeliveries(), 2 * 400)
     })
 
-    test('delays another account by at most one attempt timeout while tarpits hold every slot', async () => {
+    test("keeps another account's delivery time while four accounts' receivers that never answer hold every slot they may", async (ctx) => {
       const tarpit = await startReceiver()
       tarpit.answer = () => 'hang'
       const healthy = await startReceiver()
       receivers.push(tarpit, healthy)
-      // Four accounts of ten tarpitted subscriptions: with four each in flight they hold all 16 slots.
-      for (let i = 0; i < 4; i++) await account(10, tarpit.url)
-      const timeoutMs = 3000
-      // The default settings (16 in flight, 4 per account) but for the timeout, retry and give-up.
-      dispatcher = new WebhookDispatcher(storage.webhooks, {
+      // As in the issue: four accounts of four subscriptions each whose receiver never answers, all due at once.
+      for (let i = 0; i < 4; i++) await account(4, tarpit.url)
+      const victim = await account(1, healthy.url, { event: false })
+      // The default settings (16 in flight, 4 per account) and timeout (10 s), a short poll.
+      const running = new WebhookDispatcher(storage.webhooks, {
         ...deliverySettings(loadConfig({})),
-        timeoutMs,
         retryBaseMs: 60_000,
         giveUpAfterMs: 3_600_000,
         failedRetentionMs: 3_600_000,
         allowPrivate: true,
         pollMs: 20,
       })
-      dispatcher.start()
-      await tarpit.waitFor(16, 5000)
-      await account(1, healthy.url)
-      await healthy.waitFor(1, 30_000)
-      // Counted, not timed: one timeout frees a slot, and the account holding no lease gets it before the tarpits'
-      // next, whose other 15 slots free with it. Without fairness it waited for a second round of the tarpits (32
-      // attempts), a whole timeout later: that is the margin for its own claim and POST.
-      assert.ok(tarpit.received.length < 32, `delivered after ${tarpit.received.length} attempts to the tarpits`)
+      dispatcher = running
+      running.start()
+      // Its first claim takes every slot the tarpits may have: each of those attempts has reached the tarpit.
+      await until(() => tarpit.received.length >= 12 && tarpit.received.length === running.inFlight)
+      /** Alice's event for plant `id`: the time until her receiver has it. */
+      const deliver = async (id: bigint) => {
+        const started = performance.now()
+        await storage.plants.create(victim.accountId, { id, name: 'Fern', tag: null }, plantCreated)
+        await healthy.waitFor(Number(id), 30_000)
+        return performance.now() - started
+      }
+      const attacked: number[] = []
+      for (let id = 1n; id <= 3n; id++) attacked.push(await deliver(id))
+      const held = tarpit.received.length
+      // The baseline, on the same dispatcher: the tarpit gone, its attempts failed (retried a minute later).
+      await tarpit.close()
+      await until(() => running.inFlight === 0)
+      const quiet: number[] = []
+      for (let id = 4n; id <= 8n; id++) quiet.push(await deliver(id))
+      const seen = `alice's deliveries: ${quiet.map((ms) => ms.toFixed(0)).join(', ')} ms quiet; ${attacked.map((ms) => ms.toFixed(0)).join(', ')} ms while the tarpits held ${held} attempts`
+      ctx.diagnostic(seen)
+      assert.ok(Math.max(...attacked) < 10 * Math.max(...quiet), seen)
     })
   })
 }
