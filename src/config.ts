@@ -317,7 +317,7 @@ export const ConfigSchema = Type.Object({
   PLANTSTORE_WEBHOOK_CONCURRENCY: integer(1, 1024, 16, {
     unit: 'attempts in flight per process',
     description:
-      'Delivery attempts in flight at once per process. A quarter of them (at least one of two or more) is kept for accounts with no attempt in flight anywhere, one each, so accounts whose receivers never answer cannot hold every slot.',
+      'Delivery attempts in flight at once per process. A quarter of them (at least one of two or more) is kept for accounts with no attempt in flight anywhere, one each; when every slot is busy all the same, the attempt running longest (past a second) is cut for such an account, so accounts whose receivers never answer cannot keep another waiting for a timeout.',
   }),
   PLANTSTORE_WEBHOOK_ACCOUNT_CONCURRENCY: integer(1, 1024, 4, {
     unit: 'attempts in flight per account',

@@ -39,6 +39,18 @@ const MAX_RETRY_DELAY_MS = 3_600_000
 const LEASE_MARGIN_MS = 10_000
 // Failed deliveries deleted per purge statement: a long backlog of them goes in short transactions.
 const PURGE_BATCH = 1000
+/**
+ * How long an attempt may run before it can be cut to make room, every slot being busy, for an account with none in
+ * flight anywhere (at most the attempt's timeout). A receiver that answers within it is never cut; one that takes
+ * longer is cut only while another account waits, and is retried after its backoff like any failed attempt.
+ */
+export const PATIENCE_MS = 1000
+
+/** An attempt in flight: when it began, and how to cut it short. */
+interface Running {
+  startedAt: number
+  cut: AbortController
+}
 
 /**
  * Slots of a process's `concurrency` kept for accounts with no attempt in flight anywhere, one slot each: a quarter,
@@ -89,7 +101,7 @@ type Settings = Required<Omit<DispatcherOptions, 'onAttempt' | 'onError' | 'trac
 export class WebhookDispatcher {
   readonly #outbox: WebhookStore
   readonly #options: Settings
-  readonly #inFlight = new Set<Promise<void>>()
+  readonly #inFlight = new Map<Promise<void>, Running>()
   /** Of those, the attempts in slots of the reserve (see reservedSlots). */
   readonly #reserved = new Set<Promise<void>>()
   #stopped = false
@@ -124,30 +136,32 @@ export class WebhookDispatcher {
     this.#poke()
     await this.#loop
     await this.#upkeep
-    await Promise.all(this.#inFlight)
+    await Promise.allSettled(this.#inFlight.keys())
   }
 
   async #run(): Promise<void> {
     const { concurrency, pollMs } = this.#options
     const reserve = reservedSlots(concurrency)
     while (!this.#stopped) {
-      const reservedFree = reserve - this.#reserved.size
-      const shared = concurrency - reserve - (this.#inFlight.size - this.#reserved.size)
+      // Either may be one over its share while a cut attempt records its failure (#makeRoom).
+      const reservedFree = Math.max(reserve - this.#reserved.size, 0)
+      const shared = Math.max(concurrency - reserve - (this.#inFlight.size - this.#reserved.size), 0)
       let claimed: ClaimedDelivery[] = []
       if (shared > 0) {
         claimed = await this.#claim(shared, this.#options.perAccount)
-        for (const delivery of claimed) this.#track(this.#attempt(delivery))
+        for (const delivery of claimed) this.#start(delivery, false)
       }
       // The reserve, one slot per account with no attempt in flight anywhere, when the shared slots are all taken
       // (had they not been, such an account's next attempt would have had one: it ranks first).
       let reserved: ClaimedDelivery[] = []
-      if (reservedFree > 0 && claimed.length === Math.max(shared, 0)) {
+      if (reservedFree > 0 && claimed.length === shared) {
         reserved = await this.#claim(reservedFree, 1)
-        for (const delivery of reserved) this.#holdReserved(this.#attempt(delivery))
+        for (const delivery of reserved) this.#start(delivery, true)
       }
+      const free = shared + reservedFree
+      if (claimed.length + reserved.length === free) await this.#makeRoom()
       // Every slot busy, or nothing more due: wait for an attempt to finish or the next poll. Never loop without
       // waiting, or the attempts in flight (and the whole process) would never get to run.
-      const free = Math.max(shared, 0) + reservedFree
       if (free === 0 || claimed.length + reserved.length < free) await this.#pause(pollMs)
     }
   }
@@ -165,12 +179,39 @@ export class WebhookDispatcher {
     })
   }
 
-  /** Tracks an attempt in a reserved slot, which it holds until it ends however it ends. */
-  #holdReserved(attempt: Promise<void>): void {
-    this.#track(attempt)
-    this.#reserved.add(attempt)
-    const free = () => void this.#reserved.delete(attempt)
-    attempt.then(free, free)
+  /**
+   * Every slot busy: when an account with no attempt in flight anywhere has one due, the attempt running longest, if
+   * past PATIENCE_MS, is cut for it and the newcomer takes its slot (one over the bound while the cut one records its
+   * failure). So accounts whose receivers never answer cannot keep another waiting for a whole timeout, however many
+   * they are; the reserve serves newcomers at once while they are few.
+   */
+  async #makeRoom(): Promise<void> {
+    const patience = Math.min(PATIENCE_MS, this.#options.timeoutMs)
+    let oldest: [Promise<void>, Running] | undefined
+    for (const entry of this.#inFlight)
+      if (oldest === undefined || entry[1].startedAt < oldest[1].startedAt) oldest = entry
+    if (oldest === undefined || oldest[1].cut.signal.aborted || performance.now() - oldest[1].startedAt < patience)
+      return
+    const [waiting] = await this.#claim(1, 1)
+    if (waiting === undefined) return
+    oldest[1].cut.abort(`cut after ${patience} ms: every delivery slot was busy and another account's event was due`)
+    this.#start(waiting, this.#reserved.has(oldest[0]))
+  }
+
+  /** Starts an attempt in a slot (of the reserve or not), which it holds until it ends however it ends. */
+  #start(delivery: ClaimedDelivery, reserved: boolean): void {
+    const cut = new AbortController()
+    const attempt = this.#attempt(delivery, cut.signal)
+    this.#inFlight.set(attempt, { startedAt: performance.now(), cut })
+    if (reserved) this.#reserved.add(attempt)
+    const free = () => {
+      this.#inFlight.delete(attempt)
+      this.#reserved.delete(attempt)
+    }
+    attempt.then(free, (err: unknown) => {
+      free()
+      this.#options.onError?.(err)
+    })
   }
 
   /**
@@ -221,12 +262,7 @@ export class WebhookDispatcher {
     else this.#wake()
   }
 
-  #track(attempt: Promise<void>): void {
-    this.#inFlight.add(attempt)
-    void attempt.finally(() => this.#inFlight.delete(attempt))
-  }
-
-  async #attempt(delivery: ClaimedDelivery): Promise<void> {
+  async #attempt(delivery: ClaimedDelivery, signal: AbortSignal): Promise<void> {
     const startedAt = new Date()
     const started = performance.now()
     const headers = {
@@ -234,7 +270,7 @@ export class WebhookDispatcher {
       'plantstore-event-type': delivery.eventType,
     }
     const attempt = (trace: Record<string, string>) =>
-      send(delivery.url, { ...headers, ...trace }, delivery.body, this.#options)
+      send(delivery.url, { ...headers, ...trace }, delivery.body, { ...this.#options, signal })
     const { traceAttempt } = this.#options
     // Whatever an attempt throws, at once or later (a header Node refuses, a stored URL the tracing cannot read), is
     // that attempt's failure, recorded like any other: left to reject, it would be unhandled and end the process.

@@ -52,14 +52,14 @@ function excerpt(res: IncomingMessage): Promise<string> {
 /**
  * POSTs `body` to `url` with `headers`, once: no redirect followed (3xx is a failure), `timeoutMs` for the whole
  * exchange, no URL the API would refuse as a target (webhookTarget), and unless `allowPrivate` no private, loopback
- * or link-local address connected to. Resolves with the failure whatever the URL; a header Node refuses rejects
- * (the dispatcher records that as a failed attempt too).
+ * or link-local address connected to; `signal` cuts it short, its reason the failure. Resolves with the failure
+ * whatever the URL; a header Node refuses rejects (the dispatcher records that as a failed attempt too).
  */
 export function send(
   url: string,
   headers: Record<string, string>,
   body: string,
-  options: { timeoutMs: number; allowPrivate: boolean },
+  options: { timeoutMs: number; allowPrivate: boolean; signal?: AbortSignal },
 ): Promise<AttemptResult> {
   return new Promise((resolve) => {
     const fail = (status: number | null, error: string) => resolve({ ok: false, status, error })
@@ -101,6 +101,11 @@ export function send(
     request.on('error', (err) => {
       clearTimeout(timer)
       fail(null, err.message)
+    })
+    options.signal?.addEventListener('abort', () => {
+      clearTimeout(timer)
+      request.destroy()
+      fail(null, String(options.signal?.reason))
     })
     request.end(body)
   })

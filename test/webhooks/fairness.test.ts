@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { afterEach, beforeEach, describe, test } from 'node:test'
 import { mintToken } from '../../src/auth/issue-token.js'
 import type { InstrumentedStorage } from '../../src/storage/index.js'
-import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js'
+import { PATIENCE_MS, WebhookDispatcher } from '../../src/webhooks/dispatcher.js'
 import { deliverySettings, loadConfig } from '../../src/config.js'
 import { EVENT_TYPES, newSigningSecret, newSubscriptionId, plantCreated } from '../../src/webhooks/events.js'
 import { backends, freshStorage } from '../helpers/backends.js'
@@ -89,13 +89,17 @@ for (const backend of backends) {
       assert.equal(await storage.webhooks.countPendingDeliveries(), 2 * 400)
     })
 
-    test("keeps another account's delivery time while four accounts' receivers that never answer hold every slot they may", async (ctx) => {
+    /**
+     * `attackers` accounts of `each` subscriptions whose receiver never answers, all due at once, then alice's
+     * deliveries timed while they hold every slot they can, and again, on the same dispatcher, once the tarpit is gone.
+     */
+    async function deliveriesUnderAttack(attackers: number, each: number, held: number) {
       const tarpit = await startReceiver()
       tarpit.answer = () => 'hang'
       const healthy = await startReceiver()
       receivers.push(tarpit, healthy)
-      // As in the issue: four accounts of four subscriptions each whose receiver never answers, all due at once.
-      for (let i = 0; i < 4; i++) await account(4, tarpit.url)
+      const tarpitted: string[] = []
+      for (let i = 0; i < attackers; i++) tarpitted.push(...(await account(each, tarpit.url)).ids)
       const victim = await account(1, healthy.url, { event: false })
       // The default settings (16 in flight, 4 per account) and timeout (10 s), a short poll.
       const running = new WebhookDispatcher(storage.webhooks, {
@@ -108,8 +112,9 @@ for (const backend of backends) {
       })
       dispatcher = running
       running.start()
-      // Its first claim takes every slot the tarpits may have: each of those attempts has reached the tarpit.
-      await until(() => tarpit.received.length >= 12 && tarpit.received.length === running.inFlight)
+      // The tarpits hold `held` slots (12 shared; the reserve too once there are more accounts than those hold), each
+      // attempt having reached the tarpit.
+      await until(() => tarpit.received.length >= held && tarpit.received.length === running.inFlight)
       /** Alice's event for plant `id`: the time until her receiver has it. */
       const deliver = async (id: bigint) => {
         const started = performance.now()
@@ -119,15 +124,33 @@ for (const backend of backends) {
       }
       const attacked: number[] = []
       for (let id = 1n; id <= 3n; id++) attacked.push(await deliver(id))
-      const held = tarpit.received.length
-      // The baseline, on the same dispatcher: the tarpit gone, its attempts failed (retried a minute later).
+      const holding = running.inFlight
       await tarpit.close()
       await until(() => running.inFlight === 0)
       const quiet: number[] = []
       for (let id = 4n; id <= 8n; id++) quiet.push(await deliver(id))
-      const seen = `alice's deliveries: ${quiet.map((ms) => ms.toFixed(0)).join(', ')} ms quiet; ${attacked.map((ms) => ms.toFixed(0)).join(', ')} ms while the tarpits held ${held} attempts`
+      const seen = `alice's deliveries: ${quiet.map((ms) => ms.toFixed(0)).join(', ')} ms quiet; ${attacked.map((ms) => ms.toFixed(0)).join(', ')} ms while ${attackers} accounts' tarpits held ${holding} attempts`
+      return { attacked, quiet, seen, tarpitted }
+    }
+
+    test("keeps another account's delivery time while four accounts' receivers that never answer hold every slot they may", async (ctx) => {
+      const { attacked, quiet, seen } = await deliveriesUnderAttack(4, 4, 12)
       ctx.diagnostic(seen)
+      // The reserve: a slot at once.
       assert.ok(Math.max(...attacked) < 10 * Math.max(...quiet), seen)
+    })
+
+    test("cuts the longest-running attempt for another account's event when sixteen accounts' receivers that never answer fill every slot, so it waits about PATIENCE_MS, not a timeout", async (ctx) => {
+      const { attacked, quiet, seen, tarpitted } = await deliveriesUnderAttack(16, 1, 16)
+      ctx.diagnostic(seen)
+      assert.ok(Math.max(...attacked) < PATIENCE_MS + 10 * Math.max(...quiet), seen)
+      // Each cut is a failed attempt of the tarpit's subscription, recorded with why, to be retried after its backoff.
+      const histories = await Promise.all(tarpitted.map((id) => storage.webhooks.deliveryHistory(id, 10)))
+      const cut = histories
+        .flatMap((history) => history.attempts)
+        .filter((attempt) => /^cut after/.test(attempt.error ?? ''))
+      assert.ok(cut.length >= 1, 'a cut attempt is recorded')
+      assert.ok(cut.every((attempt) => attempt.outcome === 'retry'))
     })
   })
 }
