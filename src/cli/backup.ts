@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
+import { ConfigError, DEFAULT_DATABASE_URL } from '../config.js'
 import { redactUrl } from '../redact.js'
 import {
   BackupFailedError,
@@ -10,6 +10,7 @@ import {
 } from '../storage/index.js'
 import { backupProgressText, megabytes } from './backup-progress.js'
 import { Progress } from './progress.js'
+import { commandConfig } from './settings.js'
 import { printNote } from './common.js'
 import { visible } from './visible.js'
 
@@ -72,7 +73,7 @@ export async function backupCommand(args: string[]): Promise<void> {
   const target = positionals[0]
   if (target === undefined || target === '' || positionals.length > 1)
     throw new ConfigError('PATH: give exactly one file to write the backup to')
-  const url = loadConfig(process.env, { DATABASE_URL: values.database }).DATABASE_URL
+  const url = commandConfig({ DATABASE_URL: values.database }).DATABASE_URL
   // The copying thread reports seldom enough, and its last word (the check) must show: no throttle.
   const progress = new Progress(0)
   const interruption = interruptible()
