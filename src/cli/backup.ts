@@ -10,6 +10,7 @@ import {
 } from '../storage/index.js'
 import { backupProgressText, megabytes } from './backup-progress.js'
 import { Progress } from './progress.js'
+import { counted } from './transfer-counts.js'
 import { commandConfig } from './settings.js'
 import { printNote } from './common.js'
 import { visible } from './visible.js'
@@ -30,12 +31,18 @@ Progress is shown on stderr when it is a terminal. Done, it prints one line on s
   plantstore: backed up STORE to PATH: P plants, A accounts, T tokens, S subscriptions, B bytes (M MB)
 PostgreSQL stores are refused: back them up with pg_dump or base backups (docs/operations.md#backups).`
 
+// Digits alone, as the line has always had them: scripts read it.
+const digits = (n: number) => String(n)
+
 function summaryLine(url: string, target: string, summary: BackupSummary): string {
-  const { plants, accounts, tokens, subscriptions, bytes } = summary
-  return (
-    `plantstore: backed up ${redactUrl(url)} to ${target}: ${plants} plants, ${accounts} accounts, ` +
-    `${tokens} tokens, ${subscriptions} subscriptions, ${bytes} bytes (${megabytes(bytes)})`
-  )
+  const counts = [
+    counted(summary.plants, 'plant', digits),
+    counted(summary.accounts, 'account', digits),
+    counted(summary.tokens, 'token', digits),
+    counted(summary.subscriptions, 'subscription', digits),
+    counted(summary.bytes, 'byte', digits),
+  ]
+  return `plantstore: backed up ${redactUrl(url)} to ${target}: ${counts.join(', ')} (${megabytes(summary.bytes)})`
 }
 
 /** The one line each refusal or failure gets (main prints ConfigError messages alone). */
@@ -97,5 +104,9 @@ export async function backupCommand(args: string[]): Promise<void> {
   }
   interruption.release()
   progress.done()
+  if (summary.staleRemoved.length > 0) {
+    const files = counted(summary.staleRemoved.length, 'temporary file')
+    printNote(`plantstore: removed ${files} an earlier backup left when killed: ${summary.staleRemoved.join(' ')}`)
+  }
   process.stdout.write(visible(summaryLine(url, target, summary)) + '\n')
 }
