@@ -21,7 +21,8 @@ Writes a consistent copy of the SQLite store to the file PATH while servers keep
 SQLite's VACUUM INTO reads one snapshot in one read transaction, and writers go on meanwhile.
 The copy holds every write committed before the command started. It is written to a temporary
 file beside PATH, passes PRAGMA integrity_check, is fsynced and then renamed to PATH; a backup
-that fails or is interrupted leaves neither. The file is readable by its owner only (it holds
+that fails or is interrupted leaves neither (one killed outright leaves its temporary files, which
+the next backup to PATH removes). The file is readable by its owner only (it holds
 token hashes and webhook signing secrets) and serves as it is: plantstore serve --database sqlite:PATH.
 
   --force     replace a file already at PATH (without it: exit 1, the file untouched)
