@@ -353,10 +353,25 @@ describe('plantstore backup that fails on the way', () => {
   })
 })
 
+/** A file of /proc, or '' once its process has gone. */
+function procFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch {
+    return ''
+  }
+}
+
 /** The processes below `pid`, children first, from /proc (Linux). */
 function descendants(pid: number): number[] {
-  const children = readdirSync(`/proc/${pid}/task`).flatMap((task) =>
-    readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
+  let tasks: string[]
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return []
+  }
+  const children = tasks.flatMap((task) =>
+    procFile(`/proc/${pid}/task/${task}/children`).split(' ').filter(Boolean).map(Number),
   )
   return children.flatMap((child) => [child, ...descendants(child)])
 }
@@ -367,7 +382,7 @@ function descendants(pid: number): number[] {
  */
 function killedWhileCopying(args: string[], target: string): Promise<void> {
   const shell = plantstoreCommand(args)
-    .map((word) => `'${word}'`)
+    .map((word) => `'${word.replaceAll("'", "'\\''")}'`)
     .join(' ')
   const script = spawn('script', ['-qec', shell, '/dev/null'], { cwd: REPO_ROOT })
   let output = ''
@@ -379,7 +394,7 @@ function killedWhileCopying(args: string[], target: string): Promise<void> {
       output += chunk
       if (killed || !/plantstore: copying .* \(\d+%\)/.test(output)) return
       const backup = descendants(script.pid!).find((pid) =>
-        readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(target),
+        procFile(`/proc/${pid}/cmdline`).split('\0').includes(target),
       )
       if (backup === undefined) return reject(new Error(`no process backing up to ${target}`))
       process.kill(backup, 'SIGKILL')
