@@ -1,11 +1,10 @@
 import { parseArgs } from 'node:util'
-import { ConfigError, DEFAULT_DATABASE_URL } from '../config.js'
+import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
 import { ATTEMPTS_KEPT, type Storage, type Subscription } from '../storage/index.js'
 import { EVENT_TYPES, type EventType } from '../webhooks/events.js'
 import { subscribe } from '../webhooks/subscribe.js'
 import { urlProblem } from '../webhooks/url-policy.js'
 import { accountName, endQuietlyWhenReaderGone, printNote, printTable, withStorage } from './common.js'
-import { commandConfig } from './settings.js'
 import { visible } from './visible.js'
 
 const LIMIT_MAX = 1000
@@ -55,7 +54,7 @@ async function add(args: string[]): Promise<void> {
   if (unknown !== undefined) {
     throw new ConfigError(`--event: unknown event type "${unknown}"; expected ${EVENT_TYPES.join(' or ')}`)
   }
-  const allowPrivate = commandConfig({ DATABASE_URL: values.database }).PLANTSTORE_WEBHOOK_ALLOW_PRIVATE
+  const allowPrivate = loadConfig(process.env).PLANTSTORE_WEBHOOK_ALLOW_PRIVATE
   // The operator's own tool: the detail (which address, or no such host), not what a tenant is told.
   if (values.url === undefined) throw new ConfigError('--url: is required')
   const problem = await urlProblem(values.url, allowPrivate)
