@@ -53,18 +53,33 @@ function stray(name: string, value: string | undefined): boolean {
   )
 }
 
-/**
- * One warning line for each variable in `env` that looks meant for the service but is no setting of it, naming the
- * closest setting, so that a misspelt one is not silently left at its default.
- */
-export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
+/** The variables in `env` that look meant for the service but are no setting of it, each with the setting meant. */
+function strays(env: NodeJS.ProcessEnv): Array<{ name: string; meant: string | undefined }> {
   return Object.keys(env)
     .filter((name) => stray(name, env[name]))
     .sort()
-    .map((name) => {
-      const meant = closest(name)
-      return meant === undefined
+    .map((name) => ({ name, meant: closest(name) }))
+}
+
+/**
+ * One warning line for each variable in `env` that looks meant for the service but is no setting of it, naming the
+ * closest setting, so that a misspelt one is not silently left at its default. `except` is left out.
+ */
+export function unknownSettings(env: NodeJS.ProcessEnv, except?: string): string[] {
+  return strays(env)
+    .filter(({ name }) => name !== except)
+    .map(({ name, meant }) =>
+      meant === undefined
         ? `${name}: not a setting (docs/configuration.md lists them)`
-        : `${name}: not a setting; did you mean ${meant}?`
-    })
+        : `${name}: not a setting; did you mean ${meant}?`,
+    )
+}
+
+/**
+ * The variable in `env` taken for a misspelt DATABASE_URL while DATABASE_URL itself is unset (or empty), if any:
+ * left at its default, the service would open a new, empty store of its own instead of the one meant.
+ */
+export function misspeltDatabaseUrl(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.DATABASE_URL !== undefined && env.DATABASE_URL !== '') return undefined
+  return strays(env).find(({ meant }) => meant === 'DATABASE_URL')?.name
 }

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { cpSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { wrongNodeMessage } from '../src/native-addon.js'
+import { wrongNodeMessage, type NodeContext } from '../src/native-addon.js'
 import { cleanup, REPO_ROOT, tempDir } from './helpers/server-process.js'
 
 after(cleanup)
@@ -47,6 +47,33 @@ function loadError(file: string): Error {
   throw new Error(`${file} loaded`)
 }
 
+/** A folder holding Node.js headers (include/node/node_version.h, the lines node-gyp and the check read) of `version`. */
+function headersFolder(version: string, abi: string): string {
+  const dir = tempDir()
+  const [major, minor, patch] = version.split('.')
+  mkdirSync(join(dir, 'include', 'node'), { recursive: true })
+  writeFileSync(
+    join(dir, 'include', 'node', 'node_version.h'),
+    [
+      `#define NODE_MAJOR_VERSION ${major}`,
+      `#define NODE_MINOR_VERSION ${minor}`,
+      `#define NODE_PATCH_VERSION ${patch}`,
+      '#ifdef NODE_EMBEDDER_MODULE_VERSION',
+      '#define NODE_MODULE_VERSION NODE_EMBEDDER_MODULE_VERSION',
+      '#else',
+      `#define NODE_MODULE_VERSION ${abi}`,
+      '#endif',
+      '',
+    ].join('\n'),
+  )
+  return dir
+}
+
+const OTHER_VERSION = `${OTHER.node}.3.1`
+const BUILT_AGAINST_OTHER =
+  `better-sqlite3 was built for Node.js ${OTHER.node} (NODE_MODULE_VERSION ${OTHER.abi}), but this is Node.js ` +
+  `${process.versions.node} (NODE_MODULE_VERSION ${process.versions.modules}): `
+
 const EXPECTED =
   `better-sqlite3 was built for Node.js ${OTHER.node} (NODE_MODULE_VERSION ${OTHER.abi}), but this is Node.js ` +
   `${process.versions.node} (NODE_MODULE_VERSION ${process.versions.modules}): run \`npm rebuild better-sqlite3\` ` +
@@ -80,23 +107,85 @@ describe('a native module built for another Node.js', () => {
     assert.equal(wrongNodeMessage(err), EXPECTED)
   })
 
+  test('names npm’s nodedir holding another Node’s headers and rebuilds against this Node’s own, from its prefix', () => {
+    const context: NodeContext = {
+      node: process.versions.node,
+      nodedir: headersFolder(OTHER_VERSION, OTHER.abi),
+      prefix: headersFolder(process.versions.node, process.versions.modules),
+    }
+    assert.equal(
+      wrongNodeMessage(loadError(addon), () => context),
+      BUILT_AGAINST_OTHER +
+        `npm's nodedir (${context.nodedir}) holds the headers of Node.js ${OTHER_VERSION} (NODE_MODULE_VERSION ` +
+        `${OTHER.abi}), which a plain \`npm rebuild\` would build for again: run ` +
+        `\`npm_config_nodedir=${context.prefix} npm rebuild better-sqlite3\` with this Node.js, or run plantstore ` +
+        'with the Node.js that installed it',
+    )
+  })
+
+  test('says to drop npm’s nodedir when this Node’s prefix holds no headers of its own', () => {
+    const context: NodeContext = {
+      node: process.versions.node,
+      nodedir: headersFolder(OTHER_VERSION, OTHER.abi),
+      prefix: tempDir(),
+    }
+    assert.equal(
+      wrongNodeMessage(loadError(addon), () => context),
+      BUILT_AGAINST_OTHER +
+        `npm's nodedir (${context.nodedir}) holds the headers of Node.js ${OTHER_VERSION} (NODE_MODULE_VERSION ` +
+        `${OTHER.abi}), which a plain \`npm rebuild\` would build for again: drop that setting (\`npm config ` +
+        'delete nodedir`, or unset npm_config_nodedir), then run `npm rebuild better-sqlite3` with this Node.js ' +
+        '(node-gyp fetches its headers), or run plantstore with the Node.js that installed it',
+    )
+  })
+
+  test('keeps the plain rebuild when npm’s nodedir holds this Node’s headers, or none', () => {
+    const prefix = tempDir()
+    for (const nodedir of [headersFolder(process.versions.node, process.versions.modules), tempDir(), undefined])
+      assert.equal(
+        wrongNodeMessage(loadError(addon), () => ({ node: process.versions.node, nodedir, prefix })),
+        EXPECTED,
+      )
+  })
+
   test('is no answer to other errors', () => {
     assert.equal(wrongNodeMessage(new Error('SQLITE_CANTOPEN: unable to open database file')), undefined)
   })
 
-  test('stops a command with that one line instead of a database error', () => {
+  test('stops a command with that one line instead of a database error, naming the nodedir of npm’s user configuration', () => {
+    const nodedir = headersFolder(OTHER_VERSION, OTHER.abi)
+    const home = tempDir()
+    writeFileSync(join(home, '.npmrc'), `nodedir=${nodedir}\n`)
+    const env: NodeJS.ProcessEnv = { ...process.env, HOME: home }
+    for (const name of Object.keys(env)) if (/^npm_config_/i.test(name)) delete env[name]
     const main = join(dir, 'src', 'cli', 'main.ts')
     const database = `sqlite:${join(tempDir(), 'store.db')}`
     const run = () =>
       execFileSync(process.execPath, ['--import', 'tsx', main, 'tokens', 'list', '--database', database], {
         cwd: dir,
+        env,
         stdio: 'pipe',
         encoding: 'utf8',
       })
+    let stderr = ''
     assert.throws(run, (err: { status: number; stderr: string }) => {
       assert.equal(err.status, 1)
-      assert.equal(err.stderr, `plantstore: ${EXPECTED}\n`)
+      stderr = err.stderr
       return true
     })
+    const prefix = dirname(dirname(process.execPath))
+    // This Node.js's own headers are under its prefix when it was installed with them (official builds are).
+    const fix = new RegExp(
+      `: (run \`npm_config_nodedir=${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} npm rebuild better-sqlite3\`|drop that setting \\(.*\\), then run ` +
+        '`npm rebuild better-sqlite3`)',
+    )
+    assert.ok(
+      stderr.startsWith(
+        `plantstore: ${BUILT_AGAINST_OTHER}npm's nodedir (${nodedir}) holds the headers of Node.js ${OTHER_VERSION}`,
+      ),
+      stderr,
+    )
+    assert.match(stderr, fix)
+    assert.equal(stderr.split('\n').length, 2, 'one line')
   })
 })

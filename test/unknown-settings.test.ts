@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { unknownSettings } from '../src/unknown-settings.js'
+import { misspeltDatabaseUrl, unknownSettings } from '../src/unknown-settings.js'
 
 describe('unknown settings', () => {
   test('names a misspelt PLANTSTORE_ variable and the setting it most likely meant', () => {
@@ -66,5 +66,24 @@ describe('unknown settings', () => {
     assert.deepEqual(unknownSettings({ PLANTSTORE_PORT: '3000' }), [
       'PLANTSTORE_PORT: not a setting; did you mean PORT?',
     ])
+  })
+
+  test('leaves out the variable it is told to', () => {
+    assert.deepEqual(unknownSettings({ DATABSE_URL: 'sqlite:x.db', LOG_LEVL: 'debug' }, 'DATABSE_URL'), [
+      'LOG_LEVL: not a setting; did you mean LOG_LEVEL?',
+    ])
+  })
+})
+
+describe('a misspelt DATABASE_URL', () => {
+  test('is the variable meant for DATABASE_URL, with or without the prefix, while DATABASE_URL is unset or empty', () => {
+    assert.equal(misspeltDatabaseUrl({ DATABSE_URL: 'sqlite:x.db', LOG_LEVL: 'debug' }), 'DATABSE_URL')
+    assert.equal(misspeltDatabaseUrl({ PLANTSTORE_DATABASE_URL: 'postgres://127.0.0.1/x' }), 'PLANTSTORE_DATABASE_URL')
+    assert.equal(misspeltDatabaseUrl({ DATABASE_URI: 'sqlite:x.db', DATABASE_URL: '' }), 'DATABASE_URI')
+  })
+
+  test('is none when DATABASE_URL is set, or when the slips are of other settings', () => {
+    assert.equal(misspeltDatabaseUrl({ DATABSE_URL: 'sqlite:x.db', DATABASE_URL: 'sqlite:y.db' }), undefined)
+    assert.equal(misspeltDatabaseUrl({ LOG_LEVL: 'debug', PLANTSTORE_COLOUR: 'green', HOME: '/root' }), undefined)
   })
 })

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
+import { ConfigError, DEFAULT_DATABASE_URL } from '../config.js'
 import { redactUrl } from '../redact.js'
 import {
   BackupFailedError,
@@ -10,6 +10,8 @@ import {
 } from '../storage/index.js'
 import { backupProgressText, megabytes } from './backup-progress.js'
 import { Progress } from './progress.js'
+import { counted } from './transfer-counts.js'
+import { commandConfig } from './settings.js'
 import { printNote } from './common.js'
 import { visible } from './visible.js'
 
@@ -19,7 +21,8 @@ Writes a consistent copy of the SQLite store to the file PATH while servers keep
 SQLite's VACUUM INTO reads one snapshot in one read transaction, and writers go on meanwhile.
 The copy holds every write committed before the command started. It is written to a temporary
 file beside PATH, passes PRAGMA integrity_check, is fsynced and then renamed to PATH; a backup
-that fails or is interrupted leaves neither. The file is readable by its owner only (it holds
+that fails or is interrupted leaves neither (one killed outright leaves its temporary files, which
+the next backup to PATH removes). The file is readable by its owner only (it holds
 token hashes and webhook signing secrets) and serves as it is: plantstore serve --database sqlite:PATH.
 
   --force     replace a file already at PATH (without it: exit 1, the file untouched)
@@ -29,12 +32,18 @@ Progress is shown on stderr when it is a terminal. Done, it prints one line on s
   plantstore: backed up STORE to PATH: P plants, A accounts, T tokens, S subscriptions, B bytes (M MB)
 PostgreSQL stores are refused: back them up with pg_dump or base backups (docs/operations.md#backups).`
 
+// Digits alone, as the line has always had them: scripts read it.
+const digits = (n: number) => String(n)
+
 function summaryLine(url: string, target: string, summary: BackupSummary): string {
-  const { plants, accounts, tokens, subscriptions, bytes } = summary
-  return (
-    `plantstore: backed up ${redactUrl(url)} to ${target}: ${plants} plants, ${accounts} accounts, ` +
-    `${tokens} tokens, ${subscriptions} subscriptions, ${bytes} bytes (${megabytes(bytes)})`
-  )
+  const counts = [
+    counted(summary.plants, 'plant', digits),
+    counted(summary.accounts, 'account', digits),
+    counted(summary.tokens, 'token', digits),
+    counted(summary.subscriptions, 'subscription', digits),
+    counted(summary.bytes, 'byte', digits),
+  ]
+  return `plantstore: backed up ${redactUrl(url)} to ${target}: ${counts.join(', ')} (${megabytes(summary.bytes)})`
 }
 
 /** The one line each refusal or failure gets (main prints ConfigError messages alone). */
@@ -72,7 +81,7 @@ export async function backupCommand(args: string[]): Promise<void> {
   const target = positionals[0]
   if (target === undefined || target === '' || positionals.length > 1)
     throw new ConfigError('PATH: give exactly one file to write the backup to')
-  const url = loadConfig(process.env, { DATABASE_URL: values.database }).DATABASE_URL
+  const url = commandConfig({ DATABASE_URL: values.database }).DATABASE_URL
   // The copying thread reports seldom enough, and its last word (the check) must show: no throttle.
   const progress = new Progress(0)
   const interruption = interruptible()
@@ -96,5 +105,9 @@ export async function backupCommand(args: string[]): Promise<void> {
   }
   interruption.release()
   progress.done()
+  if (summary.staleRemoved.length > 0) {
+    const files = counted(summary.staleRemoved.length, 'temporary file')
+    printNote(`plantstore: removed ${files} an earlier backup left when killed: ${summary.staleRemoved.join(' ')}`)
+  }
   process.stdout.write(visible(summaryLine(url, target, summary)) + '\n')
 }

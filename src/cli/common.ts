@@ -1,6 +1,7 @@
-import { ConfigError, loadConfig } from '../config.js'
+import { ConfigError } from '../config.js'
 import { openConfiguredStorage } from '../configured-storage.js'
 import type { Storage } from '../storage/index.js'
+import { commandConfig } from './settings.js'
 import { visible } from './visible.js'
 
 const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
@@ -20,7 +21,7 @@ export async function withStorage(
   database: string | undefined,
   fn: (storage: Storage) => Promise<void>,
 ): Promise<void> {
-  const storage = await openConfiguredStorage(loadConfig(process.env, { DATABASE_URL: database }))
+  const storage = await openConfiguredStorage(commandConfig({ DATABASE_URL: database }))
   await fn(storage).finally(() => storage.close())
 }
 

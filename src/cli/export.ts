@@ -4,12 +4,13 @@ import { createWriteStream, existsSync, linkSync, openSync, rmSync, type WriteSt
 import { basename, dirname, join } from 'node:path'
 import type { Writable } from 'node:stream'
 import { parseArgs } from 'node:util'
-import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
+import { ConfigError, DEFAULT_DATABASE_URL, type Config } from '../config.js'
 import { openConfiguredTransfer } from '../configured-storage.js'
 import type { EntryCounts } from '../storage/index.js'
 import { accountName, printNote } from './common.js'
 import { endLine, entryLine, headerLine } from './export-lines.js'
 import { Progress } from './progress.js'
+import { commandConfig } from './settings.js'
 import { countsText } from './transfer-counts.js'
 
 export const EXPORT_HELP = `Usage: plantstore export [--account NAME] [--output FILE] [--database URL]
@@ -86,8 +87,8 @@ async function put(out: Writable, text: string): Promise<void> {
   if (!out.write(text)) await once(out, 'drain')
 }
 
-async function exportTo(out: Writable, account: string | undefined, database: string | undefined) {
-  const transfer = await openConfiguredTransfer(loadConfig(process.env, { DATABASE_URL: database }))
+async function exportTo(out: Writable, account: string | undefined, config: Config) {
+  const transfer = await openConfiguredTransfer(config)
   const counts: EntryCounts = { accounts: 0, tokens: 0, plants: 0, subscriptions: 0 }
   const progress = new Progress()
   try {
@@ -123,12 +124,14 @@ export async function exportCommand(args: string[]): Promise<void> {
     options: { account: { type: 'string' }, output: { type: 'string' }, database: { type: 'string' } },
   })
   const account = values.account === undefined ? undefined : accountName(values.account)
+  // Before anything is written: settings that stop the command leave no file and no note.
+  const config = commandConfig({ DATABASE_URL: values.database })
   const file = values.output
   const partial = file === undefined ? undefined : new PartialFile(file)
   if (partial === undefined) process.stdout.on('error', readerGone)
   printNote('plantstore: the export holds the signing secrets of webhook subscriptions: keep it as secret as the store')
   try {
-    const counts = await exportTo(partial?.stream ?? process.stdout, account, values.database)
+    const counts = await exportTo(partial?.stream ?? process.stdout, account, config)
     if (account !== undefined && counts.accounts === 0) throw new ConfigError(`--account: no account ${account}`)
     await partial?.keep()
     printNote(`plantstore: exported ${countsText(counts)}${file === undefined ? '' : ` to ${file}`}`)

@@ -1,11 +1,12 @@
 import { parseArgs } from 'node:util'
-import { ConfigError, DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
+import { ConfigError, DEFAULT_DATABASE_URL } from '../config.js'
 import { openConfiguredTransfer } from '../configured-storage.js'
 import { redactUrl } from '../redact.js'
 import { StoreNotEmptyError, type StoreEntry } from '../storage/index.js'
 import { printNote } from './common.js'
 import { EntryReader, lines } from './import-lines.js'
 import { Progress } from './progress.js'
+import { commandConfig } from './settings.js'
 import { countsText } from './transfer-counts.js'
 
 export const IMPORT_HELP = `Usage: plantstore import [--database URL] < store.ndjson
@@ -30,7 +31,7 @@ async function* shown(entries: AsyncIterable<StoreEntry>, reader: EntryReader, p
 export async function importCommand(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { database: { type: 'string' } } })
   if (process.stdin.isTTY) throw new ConfigError('stdin: give the export on stdin: plantstore import < store.ndjson')
-  const config = loadConfig(process.env, { DATABASE_URL: values.database })
+  const config = commandConfig({ DATABASE_URL: values.database })
   const transfer = await openConfiguredTransfer(config, true)
   const reader = new EntryReader()
   const progress = new Progress()

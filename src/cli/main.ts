@@ -1,6 +1,4 @@
-import cluster from 'node:cluster'
 import { ConfigError } from '../config.js'
-import { unknownSettings } from '../unknown-settings.js'
 import { VERSION } from '../version.js'
 import { BACKUP_HELP, backupCommand } from './backup.js'
 import { EXPORT_HELP, exportCommand } from './export.js'
@@ -55,10 +53,7 @@ async function main(argv: string[]): Promise<void> {
   if (command === undefined) throw new ConfigError(`unknown command "${name}"; run plantstore --help`)
   const help = args.includes('--help') || args.includes('-h') || (command.subcommands && args.length === 0)
   if (help) return void process.stdout.write(command.help + '\n')
-  // Every command reads its settings from the environment; a misspelt one would be left at its default unsaid. Once,
-  // by the primary: a server's workers share its environment.
-  if (cluster.isPrimary)
-    for (const line of unknownSettings(process.env)) process.stderr.write(`plantstore: ${visible(line)}\n`)
+  // Every command reads its settings through commandConfig (settings.ts), which warns of misspelt ones.
   await command.run(args)
 }
 

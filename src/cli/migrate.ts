@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util'
-import { DEFAULT_DATABASE_URL, loadConfig } from '../config.js'
+import { DEFAULT_DATABASE_URL } from '../config.js'
 import { redactUrl } from '../redact.js'
 import { openConfiguredStorage } from '../configured-storage.js'
+import { commandConfig } from './settings.js'
 
 export const MIGRATE_HELP = `Usage: plantstore migrate [--database URL]
 
@@ -14,7 +15,7 @@ Run it before starting servers with DATABASE_MIGRATE_ON_START=false.
 /** `plantstore migrate`. */
 export async function migrateCommand(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { database: { type: 'string' } }, strict: true })
-  const config = loadConfig(process.env, { DATABASE_URL: values.database })
+  const config = commandConfig({ DATABASE_URL: values.database })
   const storage = await openConfiguredStorage(config, true)
   await storage.close()
   const where = redactUrl(config.DATABASE_URL)

@@ -1,7 +1,8 @@
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
-import { CONFIG_KEYS, loadConfig, settingOf, type ConfigKey } from '../config.js'
+import { CONFIG_KEYS, settingOf, type ConfigKey } from '../config.js'
 import { serve } from '../server.js'
+import { commandConfig } from './settings.js'
 import { startedByPackageManager, stopWithParent } from './stop-with-parent.js'
 import { runPrimary } from './workers.js'
 
@@ -20,7 +21,7 @@ export async function serveCommand(args: string[]): Promise<void> {
   const overrides = Object.fromEntries(
     [...FLAGS].map(([flag, key]) => [key, values[flag] as string | undefined]),
   ) as Partial<Record<ConfigKey, string>>
-  const config = loadConfig(process.env, overrides)
+  const config = commandConfig(overrides)
   // Workers are stopped by their primary, which does the watching.
   if (cluster.isPrimary && startedByPackageManager(process.env)) stopWithParent()
   if (config.WORKERS > 1 && cluster.isPrimary) await runPrimary(config)

@@ -117,7 +117,7 @@ export class CallerLimits {
     const budgets: PolicyBudget[] = [{ policy: 'token', rate, budget }]
     if (budget.allowed) return this.#admitAccount(caller, request, budgets)
     this.#options.onLimited?.('token')
-    const message = `rate limit of ${rate.max} requests exceeded; retry in ${waitText(budget.nextMs)}`
+    const message = `rate limit of ${plural(rate.max, 'request')} exceeded; retry in ${waitText(budget.nextMs)}`
     return { budgets, refusal: tooManyRequests('rateLimited', message, budget.nextMs) }
   }
 
@@ -129,7 +129,7 @@ export class CallerLimits {
       const all: PolicyBudget[] = [...budgets, { policy: 'account', rate, budget }]
       if (budget.allowed) return { budgets: all }
       this.#options.onLimited?.('account')
-      const message = `the account's rate limit of ${rate.max} requests exceeded; retry in ${waitText(budget.nextMs)}`
+      const message = `the account's rate limit of ${plural(rate.max, 'request')} exceeded; retry in ${waitText(budget.nextMs)}`
       return { budgets: all, refusal: tooManyRequests('rateLimited', message, budget.nextMs) }
     }
     return recovering(

@@ -97,7 +97,10 @@ export function registerConnectionLimits(app: FastifyInstance, options: Connecti
     if (key !== undefined && count >= options.perAddress) {
       options.onRefused('address')
       app.log.info({ client: address, cap: 'address' }, 'connection refused')
-      const message = `${count} connections from this address are open; close one first`
+      const message =
+        count === 1
+          ? '1 connection from this address is open; close it first'
+          : `${count} connections from this address are open; close one first`
       refuse(socket, tooManyRequests('tooManyConnections', message, 1000))
       return false
     }

@@ -455,6 +455,8 @@ export interface BackupSummary {
   subscriptions: number
   /** The size of the backup file. */
   bytes: number
+  /** The temporary files that earlier backups to the same file, killed while they copied, left; removed first. */
+  staleRemoved: string[]
 }
 
 /** How far a backup has gone: `copied` bytes of about `total` (the store's pages in use), then the check. */

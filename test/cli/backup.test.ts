@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -34,7 +34,7 @@ interface Counts {
 }
 
 const SUMMARY =
-  /^plantstore: backed up (\S+) to (\S+): (\d+) plants, (\d+) accounts, (\d+) tokens, (\d+) subscriptions, (\d+) bytes \(\d+\.\d MB\)\n$/
+  /^plantstore: backed up (\S+) to (\S+): (\d+) plants?, (\d+) accounts?, (\d+) tokens?, (\d+) subscriptions?, (\d+) bytes? \(\d+\.\d MB\)\n$/
 
 /** The counts and size the command printed on stdout. */
 function summaryOf(result: CliResult): Counts & { bytes: number } {
@@ -209,6 +209,24 @@ describe('plantstore backup of a quiet store', () => {
     assert.deepEqual(readdirSync(join(target, '..')), ['nightly.db'], 'no -wal, -shm or temporary file beside it')
   })
 
+  test('counts one of each in the singular', async () => {
+    const dir = tempDir()
+    const url = `sqlite:${join(dir, 'one.db')}`
+    assert.equal((await runCli(['tokens', 'create', '--account', 'solo', '--database', url])).code, 0)
+    const hook = ['webhooks', 'add', '--account', 'solo', '--url', 'http://127.0.0.1:9/hook', '--database', url]
+    assert.equal((await runCli(hook, { PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: 'true' })).code, 0)
+    const db = new Database(join(dir, 'one.db'))
+    db.prepare("INSERT INTO plants (account_id, id, name) SELECT id, 1, 'Fern' FROM accounts").run()
+    db.close()
+    const target = join(dir, 'one-backup.db')
+    const result = await runCli(['backup', target, '--database', url])
+    assert.equal(
+      result.stdout,
+      `plantstore: backed up ${url} to ${target}: 1 plant, 1 account, 1 token, 1 subscription, ` +
+        `${statSync(target).size} bytes (${(statSync(target).size / 1e6).toFixed(1)} MB)\n`,
+    )
+  })
+
   test('refuses a file that exists with exit 1 and one line, leaving it untouched; --force replaces it', async () => {
     const dir = tempDir()
     const target = join(dir, 'backup.db')
@@ -335,6 +353,57 @@ describe('plantstore backup that fails on the way', () => {
   })
 })
 
+/** A file of /proc, or '' once its process has gone. */
+function procFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch {
+    return ''
+  }
+}
+
+/** The processes below `pid`, children first, from /proc (Linux). */
+function descendants(pid: number): number[] {
+  let tasks: string[]
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return []
+  }
+  const children = tasks.flatMap((task) =>
+    procFile(`/proc/${pid}/task/${task}/children`).split(' ').filter(Boolean).map(Number),
+  )
+  return children.flatMap((child) => [child, ...descendants(child)])
+}
+
+/**
+ * Runs `plantstore ...args` on a terminal (where it shows its progress) and kills it with SIGKILL once it says it
+ * is copying: found as the process with `target` among its arguments. Resolves once it has gone.
+ */
+function killedWhileCopying(args: string[], target: string): Promise<void> {
+  const shell = plantstoreCommand(args)
+    .map((word) => `'${word.replaceAll("'", "'\\''")}'`)
+    .join(' ')
+  const script = spawn('script', ['-qec', shell, '/dev/null'], { cwd: REPO_ROOT })
+  let output = ''
+  let killed = false
+  return new Promise((resolve, reject) => {
+    script.once('error', reject)
+    script.stdout.setEncoding('utf8')
+    script.stdout.on('data', (chunk: string) => {
+      output += chunk
+      if (killed || !/plantstore: copying .* \(\d+%\)/.test(output)) return
+      const backup = descendants(script.pid!).find((pid) =>
+        procFile(`/proc/${pid}/cmdline`).split('\0').includes(target),
+      )
+      if (backup === undefined) return reject(new Error(`no process backing up to ${target}`))
+      process.kill(backup, 'SIGKILL')
+      killed = true
+    })
+    script.once('close', () => (killed ? resolve() : reject(new Error(`ended before it was killed:\n${output}`))))
+  })
+}
+
 describe('plantstore backup of a large store', () => {
   let source: Awaited<ReturnType<typeof seededStore>>
   before(async () => {
@@ -356,6 +425,22 @@ describe('plantstore backup of a large store', () => {
     })
   }
 
+  test('killed (SIGKILL) while it copies, leaves files the next backup to the same file removes, saying so', async () => {
+    const dir = tempDir()
+    const target = join(dir, 'nightly.db')
+    await killedWhileCopying(['backup', target, '--database', source.url], target)
+    const left = readdirSync(dir).sort()
+    assert.ok(left.length > 0, 'the killed backup left its temporary files')
+    const next = await runCli(['backup', target, '--database', source.url])
+    assert.equal(next.code, 0, next.stderr)
+    assert.deepEqual(readdirSync(dir), ['nightly.db'], 'nothing but the new backup')
+    const files = left.length === 1 ? '1 temporary file' : `${left.length} temporary files`
+    assert.equal(
+      next.stderr,
+      `plantstore: removed ${files} an earlier backup left when killed: ${left.map((name) => join(dir, name)).join(' ')}\n`,
+    )
+  })
+
   test('shows its progress on a terminal: bytes copied of the store, then the check, then the summary', async () => {
     const target = join(tempDir(), 'backup.db')
     const { output, code } = await runOnTerminal(['backup', target, '--database', source.url])
@@ -374,7 +459,7 @@ describe('plantstore backup of a large store', () => {
     assert.ok(output.includes(`\r\x1b[Kplantstore: checking the copy (${size} MB)\r\x1b[K`), JSON.stringify(output))
     assert.match(
       output,
-      /\r\x1b\[Kplantstore: backed up \S+ to \S+: 300000 plants, 2 accounts, 3 tokens, 1 subscriptions, /,
+      /\r\x1b\[Kplantstore: backed up \S+ to \S+: 300000 plants, 2 accounts, 3 tokens, 1 subscription, /,
     )
   })
 })

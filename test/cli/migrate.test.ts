@@ -1,8 +1,25 @@
 import assert from 'node:assert/strict'
-import { after, describe, test } from 'node:test'
+import { execFile } from 'node:child_process'
+import { chmodSync, mkdirSync } from 'node:fs'
+import { userInfo } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { promisify } from 'node:util'
+import Database from 'better-sqlite3'
+import { CONFIG_KEYS } from '../../src/config.js'
 import { migrations } from '../../src/storage/sqlite/migrations.js'
 import { backends, type TestDatabase } from '../helpers/backends.js'
-import { cleanup, http, runCli, startServer, tempDatabase, type CliResult } from '../helpers/server-process.js'
+import {
+  cleanup,
+  http,
+  plantstoreCommand,
+  REPO_ROOT,
+  runCli,
+  startServer,
+  tempDatabase,
+  tempDir,
+  type CliResult,
+} from '../helpers/server-process.js'
 
 after(cleanup)
 
@@ -100,6 +117,76 @@ describe('plantstore migrate, invalid usage', () => {
   test('exits 1 naming DATABASE_URL for a URL of an unknown kind', async () => {
     assertConfigError(await runCli(['migrate', '--database', 'mysql://db/x']), 'DATABASE_URL')
   })
+})
+
+// Root may write anywhere: as root, the suite runs these commands as nobody (setpriv), where permissions deny.
+const AS_ROOT = process.getuid!() === 0
+const USER = AS_ROOT ? 'nobody (uid 65534)' : `${userInfo().username} (uid ${process.getuid!()})`
+
+/** `plantstore ...args` as a user permissions apply to: its exit status and stderr. */
+async function runAsUser(args: string[]): Promise<CliResult> {
+  const env = { ...process.env }
+  for (const key of CONFIG_KEYS) delete env[key]
+  const command = plantstoreCommand(args)
+  const [file, ...rest] = AS_ROOT
+    ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', ...command]
+    : command
+  try {
+    const { stdout, stderr } = await promisify(execFile)(file!, rest, { cwd: REPO_ROOT, env })
+    return { code: 0, stdout, stderr }
+  } catch (err) {
+    const { code, stdout, stderr } = err as { code: number; stdout: string; stderr: string }
+    return { code, stdout, stderr }
+  }
+}
+
+describe('plantstore migrate on a store it may not write', { concurrency: true }, () => {
+  let locked: string
+  let open: string
+  before(() => {
+    const dir = tempDir()
+    // Others may look in: the user the commands run as, when not the suite's own.
+    chmodSync(dir, 0o755)
+    // A folder that user may not create files in, holding a readable store; another one it may.
+    locked = join(dir, 'locked')
+    mkdirSync(locked)
+    new Database(join(locked, 'store.db')).close()
+    chmodSync(join(locked, 'store.db'), 0o644)
+    chmodSync(locked, 0o555)
+    open = join(dir, 'open')
+    mkdirSync(open)
+    chmodSync(open, 0o777)
+    new Database(join(open, 'store.db')).close()
+    // Readable by that user, not writable.
+    chmodSync(join(open, 'store.db'), 0o444)
+  })
+
+  const folderDenied = (folder: string) =>
+    `permission denied: user ${USER} may not create files in the folder ${folder} (SQLite keeps the store and its -wal and -shm files there)`
+
+  for (const [name, store, problem] of [
+    ['a new store in a folder it may not write', () => join(locked, 'new.db'), () => folderDenied(locked)],
+    [
+      'a new store in a new folder in a folder it may not write',
+      () => join(locked, 'sub', 'new.db'),
+      () => folderDenied(locked),
+    ],
+    ['a store it may read in a folder it may not write', () => join(locked, 'store.db'), () => folderDenied(locked)],
+    [
+      'a store it may only read in a folder it may write',
+      () => join(open, 'store.db'),
+      () => `permission denied: user ${USER} may not read and write the file ${join(open, 'store.db')}`,
+    ],
+  ] as const) {
+    test(`exits 1 naming the user, the folder or file and the permission problem: ${name}`, async () => {
+      const result = await runAsUser(['migrate', '--database', `sqlite:${store()}`])
+      assert.deepEqual(result, {
+        code: 1,
+        stdout: '',
+        stderr: `plantstore: DATABASE_URL: cannot open sqlite:${store()}: ${problem()}\n`,
+      })
+    })
+  }
 })
 
 // Needs no server: nothing listens on port 1.

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { after, before, describe, test } from 'node:test'
 import { backends, type TestDatabase } from '../helpers/backends.js'
@@ -10,6 +12,7 @@ import {
   runCli,
   startServer,
   tempDatabase,
+  tempDir,
   type CliResult,
   type HttpResult,
   type ServerProcess,
@@ -281,6 +284,37 @@ describe('plantstore serve with bad configuration', { concurrency: true }, () =>
 })
 
 describe('a misspelt setting', () => {
+  test('stops every command that opens the store, DATABASE_URL unset: one line naming both, no default store made', async () => {
+    const dir = tempDir()
+    const commands = [
+      ['serve', '--port', '0'],
+      ['migrate'],
+      ['tokens', 'list'],
+      ['webhooks', 'list'],
+      ['backup', join(dir, 'backup.db')],
+      ['export'],
+      ['import'],
+    ]
+    const env = { DATABSE_URL: 'postgres://plantstore:secret@127.0.0.1:9/production' }
+    const results = await Promise.all(commands.map((args) => runCli(args, env, undefined, dir)))
+    for (const [i, result] of results.entries()) {
+      assert.deepEqual(
+        { ...result, stderr: result.stderr.split('\n') },
+        {
+          code: 1,
+          stdout: '',
+          stderr: [
+            'plantstore: DATABSE_URL: not a setting, and DATABASE_URL is not set; did you mean DATABASE_URL? ' +
+              '(not opening the default sqlite:./data/plantstore.db instead: set DATABASE_URL, or give --database)',
+            '',
+          ],
+        },
+        commands[i]!.join(' '),
+      )
+    }
+    assert.deepEqual(readdirSync(dir), [], 'no ./data/plantstore.db, no backup')
+  })
+
   test('is named by other commands too: tokens create warns of DATABSE_URL, and goes on', async () => {
     const result = await runCli(
       ['tokens', 'create', '--account', 'default', '--database', `sqlite:${tempDatabase()}`],

@@ -124,9 +124,14 @@ export interface CliResult {
   stderr: string
 }
 
-/** Runs `plantstore ...args` to completion (killed and rejected after `timeoutMs`). */
-export async function runCli(args: string[], env: EnvOverrides = {}, timeoutMs = WAIT_MS): Promise<CliResult> {
-  const child = spawnChild(plantstoreCommand(args), env)
+/** Runs `plantstore ...args` in `cwd` to completion (killed and rejected after `timeoutMs`). */
+export async function runCli(
+  args: string[],
+  env: EnvOverrides = {},
+  timeoutMs = WAIT_MS,
+  cwd = REPO_ROOT,
+): Promise<CliResult> {
+  const child = spawnChild(plantstoreCommand(args), env, cwd)
   let stdout = ''
   let stderr = ''
   child.stdout!.on('data', (chunk: string) => (stdout += chunk))

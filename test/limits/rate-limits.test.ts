@@ -148,6 +148,22 @@ const FLOOD_LIMITS = {
 }
 
 describe('per-token and per-account limits together', () => {
+  test('name a limit of one request in the singular', async () => {
+    const perToken = { max: 1, windowMs: 60_000 }
+    const { app, storage } = await appWith({ perToken, authFailures: { max: 0, windowMs: 1000 } })
+    const token = bearer((await issueToken(storage, { accountName: 'a' })).secret)
+    assert.equal((await list(app, token)).statusCode, 200)
+    assert.equal((await list(app, token)).json().message, 'rate limit of 1 request exceeded; retry in 1 minute')
+    const perAccount = { max: 1, windowMs: 60_000 }
+    const account = await appWith({ perToken: { max: 100, windowMs: 60_000 }, perAccount, authFailures: perToken })
+    const other = bearer((await issueToken(account.storage, { accountName: 'b' })).secret)
+    assert.equal((await list(account.app, other)).statusCode, 200)
+    assert.equal(
+      (await list(account.app, other)).json().message,
+      "the account's rate limit of 1 request exceeded; retry in 1 minute",
+    )
+  })
+
   test('a token refused by its own limit does not spend its account’s budget: the account’s other tokens get through', async () => {
     const { app, storage } = await appWith(FLOOD_LIMITS)
     await floodOneToken([app], storage)

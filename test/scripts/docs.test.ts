@@ -41,3 +41,11 @@ describe('the configuration, documented from its one schema', () => {
     assert.match(readFileSync(`${REPO_ROOT}/README.md`, 'utf8'), /\(docs\/configuration\.md\)/)
   })
 })
+
+describe('the README’s install', () => {
+  test('says that npm install may compile SQLite for minutes, printing nothing meanwhile', () => {
+    const readme = readFileSync(`${REPO_ROOT}/README.md`, 'utf8')
+    const quickStart = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('### Walk-through'))
+    assert.match(quickStart, /`npm install` then compiles SQLite, which takes minutes and prints nothing meanwhile/)
+  })
+})

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import {
   closeSync,
   existsSync,
@@ -12,7 +11,7 @@ import {
   unlinkSync,
   type Stats,
 } from 'node:fs'
-import { basename, dirname, extname, join } from 'node:path'
+import { dirname, extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import {
@@ -23,6 +22,7 @@ import {
   type BackupSummary,
 } from '../types.js'
 import type { CopyCounts, CopyMessage, CopyRequest } from './backup-copy.js'
+import { createTemp, removeStaleTemps } from './backup-temp.js'
 import { BUSY_TIMEOUT_MS } from './database.js'
 
 /** How often the growing copy is measured for progress. */
@@ -46,19 +46,6 @@ function checkTarget(file: string, target: string, force: boolean): void {
   if (existing.dev === store.dev && existing.ino === store.ino)
     throw new BackupFailedError(`${target} is the store itself`)
   if (!force) throw new BackupTargetExistsError(target)
-}
-
-/** Creates the empty temporary file next to `target`, readable by its owner only: a backup holds webhook secrets. */
-function createTemp(target: string): string {
-  const temp = join(dirname(target), `${basename(target)}.${randomBytes(6).toString('hex')}.tmp`)
-  try {
-    closeSync(openSync(temp, 'wx', 0o600))
-  } catch (err) {
-    const code = (err as { code?: unknown }).code
-    if (code === 'ENOENT') throw new BackupFailedError(`no folder ${dirname(target)}`)
-    throw new BackupFailedError(`cannot create a file in ${dirname(target)}: ${(err as Error).message}`)
-  }
-  return temp
 }
 
 /**
@@ -152,6 +139,7 @@ export async function backup(file: string, target: string, options: BackupOption
   if (file === ':memory:') throw new BackupFailedError('an in-memory store holds nothing to back up')
   if (!existsSync(file)) throw new BackupFailedError(`no SQLite store at ${file}`)
   checkTarget(file, target, options.force)
+  const staleRemoved = removeStaleTemps(target)
   const temp = createTemp(target)
   try {
     const counts = await copy(file, temp, options)
@@ -165,7 +153,7 @@ export async function backup(file: string, target: string, options: BackupOption
     }
     place(temp, target, options.force)
     fsyncPath(dirname(target))
-    return { ...counts, bytes }
+    return { ...counts, bytes, staleRemoved }
   } catch (err) {
     rmSync(temp, { force: true })
     throw err

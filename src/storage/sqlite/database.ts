@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, statSync } from 'node:fs'
+import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, statSync } from 'node:fs'
+import { userInfo } from 'node:os'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
 
@@ -46,15 +47,95 @@ function enableWal(db: Database.Database, busyTimeoutMs: number): void {
   }
 }
 
-/** Opens the SQLite file (creating folders as needed) in WAL mode with full fsync on commit. */
+/**
+ * Creates the store's file, empty, readable and writable by its owner only, unless it exists: it holds token hashes
+ * and webhook signing secrets, as backups and exports do. SQLite gives the -wal and -shm files it makes beside it
+ * the same mode; on its own it would create all three 0644 (less the umask).
+ */
+function createOwnerOnly(file: string): void {
+  try {
+    closeSync(openSync(file, 'wx', 0o600))
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== 'EEXIST') throw err
+  }
+}
+
+/** Who this process runs as, for an error message: "plantstore (uid 998)". */
+function whoAmI(): string {
+  const uid = process.getuid?.() ?? -1
+  try {
+    return `${userInfo().username} (uid ${uid})`
+  } catch {
+    return `uid ${uid}`
+  }
+}
+
+/** `path` itself, or its nearest ancestor that exists. */
+function nearestExisting(path: string): string {
+  return existsSync(path) || dirname(path) === path ? path : nearestExisting(dirname(path))
+}
+
+/**
+ * Why this process may not `action` `path` (access as `mode`), in words, or undefined when it may (or the check
+ * fails otherwise).
+ */
+function denied(path: string, mode: number, action: string, noun: string): string | undefined {
+  try {
+    accessSync(path, mode)
+    return undefined
+  } catch (err) {
+    const code = (err as { code?: unknown }).code
+    if (code === 'EROFS') return `${noun} ${path} is on a read-only file system`
+    if (code === 'EACCES' || code === 'EPERM')
+      return `permission denied: user ${whoAmI()} may not ${action} ${noun} ${path}`
+    return undefined
+  }
+}
+
+// The errors that may mean the process lacks access: the file system's own, and SQLite's "unable to open" and
+// "attempt to write a readonly database".
+const ACCESS_ERROR = /^(EACCES|EPERM|EROFS|SQLITE_CANTOPEN|SQLITE_READONLY)/
+
+/**
+ * For a store that cannot be opened or created, the permission problem behind it, in words naming the folder or
+ * file and the user: SQLite itself says only "unable to open database file". Undefined when access is not it.
+ */
+function accessProblem(file: string): string | undefined {
+  const folder = nearestExisting(dirname(file))
+  const inFolder = denied(folder, constants.W_OK | constants.X_OK, 'create files in', 'the folder')
+  // The folder holds the store's -wal and -shm files too: with the store itself writable, it must be.
+  if (inFolder !== undefined) return `${inFolder} (SQLite keeps the store and its -wal and -shm files there)`
+  return existsSync(file) ? denied(file, constants.R_OK | constants.W_OK, 'read and write', 'the file') : undefined
+}
+
+/**
+ * Opens the SQLite file (creating folders and the file, owner-only, as needed) in WAL mode with full fsync on
+ * commit. A store it may not open or create fails with the permission problem named.
+ */
 export function openDatabase(file: string, busyTimeoutMs: number): Database.Database {
-  if (file !== ':memory:') makeDirectories(dirname(file))
-  const db = new Database(file, { timeout: busyTimeoutMs })
-  enableWal(db, busyTimeoutMs)
-  // FULL: a commit is on disk before the client hears 200, even across power loss.
-  db.pragma('synchronous = FULL')
-  db.pragma('foreign_keys = ON')
-  return db
+  if (file === ':memory:') return configure(new Database(file, { timeout: busyTimeoutMs }), busyTimeoutMs)
+  try {
+    makeDirectories(dirname(file))
+    createOwnerOnly(file)
+    return configure(new Database(file, { timeout: busyTimeoutMs }), busyTimeoutMs)
+  } catch (err) {
+    const problem = ACCESS_ERROR.test(String((err as { code?: unknown }).code)) ? accessProblem(file) : undefined
+    throw problem === undefined ? err : new Error(problem, { cause: err })
+  }
+}
+
+/** WAL mode, full fsync on commit, foreign keys: how every connection to a store runs. */
+function configure(db: Database.Database, busyTimeoutMs: number): Database.Database {
+  try {
+    enableWal(db, busyTimeoutMs)
+    // FULL: a commit is on disk before the client hears 200, even across power loss.
+    db.pragma('synchronous = FULL')
+    db.pragma('foreign_keys = ON')
+    return db
+  } catch (err) {
+    db.close()
+    throw err
+  }
 }
 
 /** Runs `fn` waiting at most SHORT_BUSY_TIMEOUT_MS for another process's write lock, then `busyTimeoutMs` again. */

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { Worker } from 'node:worker_threads'
+import { openDatabase } from '../../../src/storage/sqlite/database.js'
 
 const WORKERS = 6
 const ROUNDS = 100
@@ -56,5 +57,21 @@ describe('opening a SQLite file', () => {
       [],
     )
     assert.equal(answers.length, WORKERS * ROUNDS)
+  })
+
+  test('creates the store and its -wal and -shm files readable and writable by the owner alone', () => {
+    const file = join(dir, 'owner-only.db')
+    const db = openDatabase(file, 1000)
+    try {
+      db.exec('CREATE TABLE secrets (hash TEXT); INSERT INTO secrets VALUES (1)')
+      const modes = Object.fromEntries(
+        readdirSync(dir)
+          .filter((name) => name.startsWith('owner-only.db'))
+          .map((name) => [name, (statSync(join(dir, name)).mode & 0o777).toString(8)]),
+      )
+      assert.deepEqual(modes, { 'owner-only.db': '600', 'owner-only.db-shm': '600', 'owner-only.db-wal': '600' })
+    } finally {
+      db.close()
+    }
   })
 })
