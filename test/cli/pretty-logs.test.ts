@@ -16,7 +16,6 @@ test('writes one line per request on a terminal: method, URL, status and time', 
   const output = await serveOnTerminal(/GET \/plants\?limit=2 401 in [0-9.]+ ms/, async (baseUrl) => {
     await http(baseUrl, 'GET', '/plants?limit=2')
   })
-  // eslint-disable-next-line no-control-regex
   const lines = output.replace(/\x1b\[[0-9;]*m/g, '').split(/\r?\n/)
   const at = lines.findIndex((line) => line.includes('GET /plants?limit=2 401'))
   assert.match(lines[at]!, /^\[[0-9:.]+\] INFO.*: request completed: GET \/plants\?limit=2 401 in [0-9.]+ ms$/)
