@@ -7,7 +7,7 @@ import type { AuthFailure } from '../auth/bearer.js'
 import type { ConnectionCap } from '../socket/connection-limits.js'
 import type { PageBudgetBound } from './page-budget.js'
 import { ApiError } from '../errors.js'
-import type { StorageTimer } from '../storage/index.js'
+import type { DeliveryOutcome, StorageTimer } from '../storage/index.js'
 
 /** The service's Prometheus metrics, in a registry of its own (one per app, so tests never share counts). */
 export class Metrics {
@@ -64,7 +64,7 @@ export class Metrics {
 
   readonly #webhookDeliveries = new Counter({
     name: 'plantstore_webhook_deliveries_total',
-    help: 'Webhook delivery attempts, by outcome: delivered, retry (will be tried again) or failed (given up)',
+    help: 'Webhook delivery attempts, by outcome: delivered, retry (will be tried again), deferred (cut short for another account, tried again) or failed (given up)',
     labelNames: ['outcome'],
     registers: [this.registry],
   })
@@ -87,7 +87,7 @@ export class Metrics {
   }
 
   /** Counts one webhook attempt and its duration; a delivered one also gives its event's age (the latency). */
-  readonly webhookAttempt = (outcome: 'delivered' | 'retry' | 'failed', seconds: number, ageSeconds: number): void => {
+  readonly webhookAttempt = (outcome: DeliveryOutcome['state'], seconds: number, ageSeconds: number): void => {
     this.#webhookDeliveries.inc({ outcome })
     this.#webhookDuration.observe(seconds)
     if (outcome === 'delivered') this.#webhookLatency.observe(ageSeconds)

@@ -233,8 +233,18 @@ export interface AttemptReport {
  * How an attempt ended: delivered (the row goes); retry, the subscription waiting until `nextAttemptAt`; or failed,
  * the subscription given up on: disabled, its queued deliveries to be failed (settleDisabled).
  */
+/**
+ * How an attempt ended: delivered; to be retried (a failure, counted towards its subscription's backoff and give-up
+ * period); deferred (cut short to make room for another account: tried again at `nextAttemptAt`, nothing counted
+ * against the receiver); or failed (given up on).
+ */
 export type DeliveryOutcome = AttemptReport &
-  ({ state: 'delivered' } | { state: 'retry'; nextAttemptAt: Date } | { state: 'failed' })
+  (
+    | { state: 'delivered' }
+    | { state: 'retry'; nextAttemptAt: Date }
+    | { state: 'deferred'; nextAttemptAt: Date }
+    | { state: 'failed' }
+  )
 
 /** Attempts kept per subscription for `webhooks deliveries`: a ring, so the history costs the same at any traffic. */
 export const ATTEMPTS_KEPT = 20

@@ -42,7 +42,7 @@ const PURGE_BATCH = 1000
 /**
  * How long an attempt may run before it can be cut to make room, every slot being busy, for an account with none in
  * flight anywhere (at most the attempt's timeout). A receiver that answers within it is never cut; one that takes
- * longer is cut only while another account waits, and is retried after its backoff like any failed attempt.
+ * longer is cut only while another account waits, and is tried again later (deferredOutcome), not counted as a failure.
  */
 export const PATIENCE_MS = 1000
 
@@ -84,6 +84,21 @@ export function outcomeOf(
   if (now - failingSince.getTime() >= options.giveUpAfterMs) return { ...report, state: 'failed' }
   const nextAttemptAt = new Date(now + retryDelayMs(delivery.failures, options.retryBaseMs))
   return { ...report, state: 'retry', nextAttemptAt }
+}
+
+/**
+ * An attempt cut short to make room for another account (#makeRoom): tried again after the first retry's delay, and
+ * not counted against its receiver, whose backoff and give-up period stay as they were; so accounts that keep every
+ * slot busy cannot get another account's slow receiver disabled.
+ */
+export function deferredOutcome(
+  result: AttemptResult,
+  attempt: { startedAt: Date; durationMs: number },
+  options: Pick<DispatcherOptions, 'retryBaseMs'>,
+  now = Date.now(),
+): DeliveryOutcome {
+  const nextAttemptAt = new Date(now + retryDelayMs(0, options.retryBaseMs))
+  return { ...attempt, status: result.status, error: result.error, state: 'deferred', nextAttemptAt }
 }
 
 /** An attempt that threw, as a failed attempt: the error's message (never a stack) is what the records keep. */
@@ -181,8 +196,8 @@ export class WebhookDispatcher {
 
   /**
    * Every slot busy: when an account with no attempt in flight anywhere has one due, the attempt running longest, if
-   * past PATIENCE_MS, is cut for it and the newcomer takes its slot (one over the bound while the cut one records its
-   * failure). So accounts whose receivers never answer cannot keep another waiting for a whole timeout, however many
+   * past PATIENCE_MS, is cut for it (deferred, not a failure of its receiver) and the newcomer takes its slot (one
+   * over the bound while the cut one records its outcome). So accounts whose receivers never answer cannot keep another waiting for a whole timeout, however many
    * they are; the reserve serves newcomers at once while they are few.
    */
   async #makeRoom(): Promise<void> {
@@ -278,7 +293,10 @@ export class WebhookDispatcher {
       .then(() => (traceAttempt ? traceAttempt(delivery, attempt) : attempt({})))
       .catch((err: unknown) => thrown(err))
     const durationMs = performance.now() - started
-    const outcome = outcomeOf(delivery, result, { startedAt, durationMs }, this.#options)
+    const outcome =
+      signal.aborted && !result.ok
+        ? deferredOutcome(result, { startedAt, durationMs }, this.#options)
+        : outcomeOf(delivery, result, { startedAt, durationMs }, this.#options)
     const age = (Date.now() - delivery.createdAt.getTime()) / 1000
     this.#options.onAttempt?.(outcome.state, durationMs / 1000, age)
     await this.#outbox.finishDelivery(delivery, outcome).catch((err: unknown) => this.#options.onError?.(err))

@@ -89,6 +89,23 @@ for (const backend of backends) {
       assert.equal(await storage.webhooks.countPendingDeliveries(), 2 * 400)
     })
 
+    test("a deferred attempt leaves its subscription's failures and failing time as they were", async () => {
+      const a = await account(1, 'http://127.0.0.1:9/a')
+      const claim = async () => {
+        const [delivery] = await storage.webhooks.claimDeliveries(16, LEASE_MS, 4)
+        assert.equal(delivery?.subscriptionId, a.ids[0])
+        return delivery!
+      }
+      const report = { startedAt: new Date(), durationMs: 1, status: null, error: 'no answer' }
+      await storage.webhooks.finishDelivery(await claim(), { ...report, state: 'retry', nextAttemptAt: new Date() })
+      const failing = await claim()
+      assert.equal(failing.failures, 1)
+      await storage.webhooks.finishDelivery(failing, { ...report, state: 'deferred', nextAttemptAt: new Date() })
+      const deferred = await claim()
+      assert.deepEqual([deferred.failures, deferred.failingSince], [1, failing.failingSince])
+      assert.equal(deferred.attempts, 2, 'the deferred attempt is counted as made')
+    })
+
     /**
      * `attackers` accounts of `each` subscriptions whose receiver never answers, all due at once, then alice's
      * deliveries timed while they hold every slot they can, and again, on the same dispatcher, once the tarpit is gone.
@@ -144,13 +161,13 @@ for (const backend of backends) {
       const { attacked, quiet, seen, tarpitted } = await deliveriesUnderAttack(16, 1, 16)
       ctx.diagnostic(seen)
       assert.ok(Math.max(...attacked) < PATIENCE_MS + 10 * Math.max(...quiet), seen)
-      // Each cut is a failed attempt of the tarpit's subscription, recorded with why, to be retried after its backoff.
+      // Each cut is recorded with why, deferred: tried again later, not counted against the tarpit's receiver.
       const histories = await Promise.all(tarpitted.map((id) => storage.webhooks.deliveryHistory(id, 10)))
       const cut = histories
         .flatMap((history) => history.attempts)
         .filter((attempt) => /^cut after/.test(attempt.error ?? ''))
       assert.ok(cut.length >= 1, 'a cut attempt is recorded')
-      assert.ok(cut.every((attempt) => attempt.outcome === 'retry'))
+      assert.ok(cut.every((attempt) => attempt.outcome === 'deferred'))
     })
   })
 }

@@ -241,7 +241,9 @@ export class PostgresWebhooks implements WebhookStore {
     const delivered = outcome.state === 'delivered'
     // Given up on: disabled, unless something disabled it while the attempt ran (its reason and time then stand).
     const givenUp = outcome.state === 'failed'
-    const next = outcome.state === 'retry' ? outcome.nextAttemptAt : new Date()
+    const next = outcome.state === 'retry' || outcome.state === 'deferred' ? outcome.nextAttemptAt : new Date()
+    // A deferred attempt leaves the subscription's run of failures as it was.
+    const counted = outcome.state !== 'deferred'
     // One statement. `held` locks the subscription first, as a plant change queueing an event does, so the two never
     // deadlock; nothing changes when another claim holds it now (this one outlived its lease: its record counts).
     // Delivered: the row goes, and one fewer is queued only if it still counted as queued (not failed by settling).
@@ -257,9 +259,10 @@ export class PostgresWebhooks implements WebhookStore {
           WHERE NOT ${delivered} AND id = ${id} AND state = 'pending' AND EXISTS (SELECT 1 FROM held)),
         released AS (
           UPDATE webhook_subscriptions s SET lease = NULL, attempts_made = s.attempts_made + 1,
-            failures = CASE WHEN ${delivered} OR ${givenUp} THEN 0 ELSE s.failures + 1 END,
+            failures = CASE WHEN ${delivered} OR ${givenUp} THEN 0 WHEN ${counted} THEN s.failures + 1
+              ELSE s.failures END,
             failing_since = CASE WHEN ${delivered} OR ${givenUp} THEN NULL
-              ELSE coalesce(s.failing_since, ${outcome.startedAt}) END,
+              WHEN ${counted} THEN coalesce(s.failing_since, ${outcome.startedAt}) ELSE s.failing_since END,
             next_attempt_at = ${next},
             queued = s.queued - (SELECT count(*) FROM gone WHERE state = 'pending'),
             disabled_reason = CASE WHEN ${givenUp} AND s.state = 'active' THEN 'failing' ELSE s.disabled_reason END,

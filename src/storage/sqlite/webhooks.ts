@@ -129,8 +129,9 @@ export class SqliteWebhooks implements WebhookStore {
     this.#release = db
       .prepare(
         `UPDATE webhook_subscriptions SET lease = NULL, attempts_made = attempts_made + 1,
-           failures = CASE WHEN :delivered THEN 0 ELSE failures + 1 END,
-           failing_since = CASE WHEN :delivered THEN NULL ELSE coalesce(failing_since, :startedAt) END,
+           failures = CASE WHEN :delivered THEN 0 WHEN :counted THEN failures + 1 ELSE failures END,
+           failing_since = CASE WHEN :delivered THEN NULL WHEN :counted THEN coalesce(failing_since, :startedAt)
+             ELSE failing_since END,
            next_attempt_at = :next, queued = queued - :dequeued
          WHERE id = :id RETURNING attempts_made`,
       )
@@ -340,8 +341,10 @@ export class SqliteWebhooks implements WebhookStore {
     if (!delivered) this.#failedAttempt.run(outcome.status, outcome.error, id)
     const made = this.#release.get({
       delivered: delivered ? 1 : 0,
+      // A deferred attempt leaves the subscription's run of failures as it was.
+      counted: outcome.state === 'deferred' ? 0 : 1,
       startedAt: outcome.startedAt.getTime(),
-      next: outcome.state === 'retry' ? outcome.nextAttemptAt.getTime() : now,
+      next: outcome.state === 'retry' || outcome.state === 'deferred' ? outcome.nextAttemptAt.getTime() : now,
       dequeued,
       id: delivery.subscriptionId,
     }) as number
