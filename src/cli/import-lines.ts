@@ -17,7 +17,7 @@ import {
   type TokenLine,
 } from '../schemas/transfer.js'
 import type { EntryCounts, StoreEntry } from '../storage/index.js'
-import { urlFormProblem } from '../webhooks/url-policy.js'
+import { storedUrlProblem } from '../webhooks/url-policy.js'
 
 const LF = 0x0a
 const CR = 0x0d
@@ -94,6 +94,7 @@ class LineError extends Error {}
 export class EntryReader {
   /** Lines read so far, the header included. */
   lineNumber = 0
+  readonly #allowPrivate: boolean
   #header: ExportHeader | undefined
   #section = 0
   readonly #accounts = new Set<string>()
@@ -107,6 +108,11 @@ export class EntryReader {
   readonly #plantedAccounts = new Set<string>()
   readonly #counts: EntryCounts = { accounts: 0, tokens: 0, plants: 0, subscriptions: 0 }
   #ended = false
+
+  /** `allowPrivate`: subscriptions may name private addresses (PLANTSTORE_WEBHOOK_ALLOW_PRIVATE), as in the API. */
+  constructor({ allowPrivate }: { allowPrivate: boolean }) {
+    this.#allowPrivate = allowPrivate
+  }
 
   async *entries(input: AsyncIterable<string>): AsyncIterable<StoreEntry> {
     for await (const line of input) {
@@ -274,8 +280,9 @@ export class EntryReader {
 
   #subscription(line: SubscriptionLine): StoreEntry {
     this.#once(this.#subscriptions, line.id, `subscription ${line.id}`)
-    // The rule the API and webhooks add apply; the URL itself is not shown (it may hold a password).
-    const problem = urlFormProblem(line.url)
+    // The rule the API and webhooks add apply, but for looking names up; the URL is not shown (it may hold a
+    // password).
+    const problem = storedUrlProblem(line.url, this.#allowPrivate)
     if (problem !== undefined) throw new LineError(`subscription ${line.id}: url: ${problem}`)
     return {
       type: 'subscription',

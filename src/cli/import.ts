@@ -33,7 +33,7 @@ export async function importCommand(args: string[]): Promise<void> {
   if (process.stdin.isTTY) throw new ConfigError('stdin: give the export on stdin: plantstore import < store.ndjson')
   const config = commandConfig({ DATABASE_URL: values.database })
   const transfer = await openConfiguredTransfer(config, true)
-  const reader = new EntryReader()
+  const reader = new EntryReader({ allowPrivate: config.PLANTSTORE_WEBHOOK_ALLOW_PRIVATE })
   const progress = new Progress()
   try {
     const counts = await transfer.write(shown(reader.entries(lines(process.stdin)), reader, progress))

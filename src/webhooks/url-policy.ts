@@ -126,6 +126,19 @@ export function urlFormProblem(text: string): string | undefined {
   return typeof url === 'string' ? url : undefined
 }
 
+/**
+ * Why a stored URL may not be a webhook's, for import: the form rule (urlFormProblem) and, unless `allowPrivate`, a
+ * host written as a private address. A name is not looked up: what it resolves to depends on where and when the
+ * import runs (a store moved to a host without that DNS), and delivery checks the address it connects to anyway.
+ */
+export function storedUrlProblem(text: string, allowPrivate: boolean): string | undefined {
+  const url = parse(text)
+  if (typeof url === 'string') return url
+  const host = hostOf(url)
+  if (allowPrivate || isIP(host) === 0 || !isPrivateAddress(host)) return undefined
+  return `host ${host} is not a public address (PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true allows it)`
+}
+
 /** Why `host` is not public, for the operator's eyes only, or undefined when every address it resolves to is. */
 async function hostProblem(host: string): Promise<string | undefined> {
   if (isIP(host) !== 0) return isPrivateAddress(host) ? `host ${host} is not a public address` : undefined

@@ -378,7 +378,7 @@ const LF = Buffer.from('\n')
 
 /** Imports `chunks` (an export's bytes, in the pieces a pipe gives) as plantstore import does: read, checked, written. */
 function importBytes(url: string, ...chunks: Buffer[]) {
-  return writeAll(url, new EntryReader().entries(lines(Readable.from(chunks))))
+  return writeAll(url, new EntryReader({ allowPrivate: false }).entries(lines(Readable.from(chunks))))
 }
 
 const CREATED = '2026-01-01T00:00:00.000Z'
@@ -441,6 +441,11 @@ for (const backend of backends) {
       ['with credentials', 'https://ops:hunter2@hooks.example.com/plants', 'must not carry credentials'],
       ['with a control character', 'https://hooks.example.com/\u001b[2J', 'expected text without control characters'],
       ['over 2048 characters', `https://hooks.example.com/${'a'.repeat(2048)}`, 'is over 2048 characters'],
+      [
+        'a private address',
+        'http://10.1.2.3:8080/plants',
+        'host 10.1.2.3 is not a public address (PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true allows it)',
+      ],
     ] as const) {
       test(`refuses a subscription whose URL is ${what}, naming its line and not the URL, and writes nothing`, async () => {
         const subscription = subscriptionLine('hooked', hook)
