@@ -130,7 +130,9 @@ export function startTracing(
         kind: SpanKind.CLIENT,
         attributes: {
           'http.request.method': 'POST',
-          'server.address': new URL(delivery.url).hostname,
+          // A store from before every way in checked URLs may hold one that does not parse: the attempt then fails
+          // in send(), recorded with why, in this span.
+          ...(URL.canParse(delivery.url) && { 'server.address': new URL(delivery.url).hostname }),
           'plantstore.webhook.event_id': delivery.eventId,
           'plantstore.webhook.subscription_id': delivery.subscriptionId,
           'plantstore.webhook.attempt': delivery.attempts + 1,
