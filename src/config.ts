@@ -199,7 +199,7 @@ export const ConfigSchema = Type.Object({
   PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS: integer(LIMIT_MAX, 100_000_000, PAGE_BUDGET_DEFAULTS.perProcess, {
     unit: 'rows of pages in progress per process',
     description:
-      'The same over all accounts together (per worker with `WORKERS`); past it 503 (50304) with `Retry-After: 1`. A page whose client has not taken it 250 ms after its handler started is set aside: it still counts for its account but no longer here, so accounts that do not read cannot keep out those that do. Pages set aside have a bound of their own, this number again: past it, the connection of the page set aside longest is closed. Together they bound the memory pages held for slow readers take.',
+      'The same over all accounts together (per worker with `WORKERS`); past it 503 (50304) with `Retry-After: 1`. A page whose client has not taken it 250 ms after its handler started is set aside: it still counts for its account but no longer here, so accounts that do not read cannot keep out those that do. Pages set aside have a bound of their own, this number again: past it, connections are closed, the oldest page of the account with the most set aside first. Together they bound the memory pages held for slow readers take.',
   }),
   SHUTDOWN_DRAIN_SECONDS: seconds(0, {
     description:

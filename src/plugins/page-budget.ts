@@ -104,22 +104,35 @@ export class PageBudget {
 
   /**
    * Sets aside the rows of a page whose answer waits for its client: they leave the process bound (its account's
-   * stay), and pages kept out try again. Past the process bound of pages set aside, the ones set aside longest are
-   * closed (their rows leave at once; their account's when their connection's close gives them back).
+   * stay), and pages kept out try again. Past the process bound of pages set aside, pages are closed, the oldest of
+   * the account with the most set aside first (their rows leave at once; their account's when their connection's close gives them back).
    */
   setAside(account: number, rows: number, close: () => void): UnreadPage {
     const page = { account, rows, close }
     this.#total -= rows
     this.#unread.add(page)
     this.#unreadRows += rows
-    for (const oldest of this.#unread) {
-      if (this.#unreadRows <= this.limits.perProcess) break
-      this.#unread.delete(oldest)
-      this.#unreadRows -= oldest.rows
-      oldest.close()
+    while (this.#unreadRows > this.limits.perProcess) {
+      const evicted = this.#oldestOfMostUnread()
+      this.#unread.delete(evicted)
+      this.#unreadRows -= evicted.rows
+      evicted.close()
     }
     this.#retryWaiting()
     return page
+  }
+
+  /**
+   * The page to close for room: the oldest of the account with the most rows set aside, so that accounts that leave
+   * many pages unread lose theirs before a slow reader with one page loses it.
+   */
+  #oldestOfMostUnread(): UnreadPage {
+    const unreadBy = new Map<number, number>()
+    for (const page of this.#unread) unreadBy.set(page.account, (unreadBy.get(page.account) ?? 0) + page.rows)
+    let most: UnreadPage | undefined
+    for (const page of this.#unread)
+      if (most === undefined || unreadBy.get(page.account)! > unreadBy.get(most.account)!) most = page
+    return most!
   }
 
   #retryWaiting(): void {

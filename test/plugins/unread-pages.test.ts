@@ -103,6 +103,22 @@ describe('PageBudget, pages set aside while their clients do not read', () => {
     budget.giveBack(1, 500, pages[0])
     assert.deepEqual([budget.inProgress(), budget.inProgress(1), budget.unread()], [1000, 0, 1000])
   })
+
+  test("closes the pages of the account with the most set aside before a slow reader's one page", () => {
+    const budget = new PageBudget({ perAccount: 1000, perProcess: 1000 })
+    const closed: string[] = []
+    const aside = (account: number, name: string, rows: number) => {
+      assert.equal(budget.take(account, rows), undefined)
+      budget.setAside(account, rows, () => closed.push(name))
+    }
+    aside(1, 'slow reader', 200)
+    for (let i = 1; i <= 4; i++) aside(2, `hoarder ${i}`, 200)
+    assert.deepEqual(closed, [])
+    aside(2, 'hoarder 5', 200)
+    aside(3, 'another reader', 200)
+    assert.deepEqual(closed, ['hoarder 1', 'hoarder 2'], "the hoarder's oldest, not the reader set aside first")
+    assert.equal(budget.unread(), 1000)
+  })
 })
 
 for (const backend of backends) {
