@@ -28,7 +28,7 @@ const read = (file: string) => readFileSync(join(REPO_ROOT, file), 'utf8')
 const manifest = JSON.parse(read('package.json')) as Manifest
 const lock = JSON.parse(read('package-lock.json')) as { lockfileVersion: number; packages: Record<string, LockEntry> }
 
-/** The Node versions .ci/run runs the whole suite on: its node_releases, each VERSION or VERSION:HEADERS. */
+/** The Node versions .ci/run tests: its node_releases, each VERSION or VERSION:HEADERS. */
 const testedNodes = (/^node_releases=\(([^)]*)\)$/m.exec(read('.ci/run'))?.[1] ?? '')
   .split(/\s+/)
   .filter(Boolean)
