@@ -16,6 +16,11 @@ export interface KeySetOptions {
   /** Told when a fetch fails after the last one succeeded (once per outage), and when one succeeds again. */
   onOutage?: (err: unknown) => void
   onRecovery?: () => void
+  /**
+   * The clock of the cooldown and the keys' age, in ms: the monotonic one when not given, which a step of the
+   * system clock cannot move (back an hour, it would hold every fetch for an hour); a test moves its own.
+   */
+  now?: () => number
 }
 
 // A key set or discovery document is a few KiB; a provider answering far more is broken.
@@ -76,14 +81,20 @@ export class KeySet {
   #down = false
 
   constructor(options: KeySetOptions) {
-    this.#options = { cooldownMs: 30_000, maxAgeMs: 600_000, timeoutMs: 5_000, ...options }
+    this.#options = {
+      cooldownMs: 30_000,
+      maxAgeMs: 600_000,
+      timeoutMs: 5_000,
+      now: () => performance.now(),
+      ...options,
+    }
     this.#jwksUrl = options.jwksUrl
   }
 
   /** The key for a JWT's protected header; throws (a refusal, never a crash) when none can be had. */
   readonly getKey: JWTVerifyGetKey = async (header, token) => {
     if (this.#local === undefined) await this.#refresh()
-    else if (Date.now() - this.#fetchedAt >= this.#options.maxAgeMs) void this.#refresh()
+    else if (this.#options.now() - this.#fetchedAt >= this.#options.maxAgeMs) void this.#refresh()
     const local = this.#local
     if (local === undefined) throw new errors.JWKSNoMatchingKey('no signing keys could be fetched')
     try {
@@ -99,8 +110,8 @@ export class KeySet {
   /** Fetches the keys unless a fetch is under way or one was tried within the cooldown. */
   #refresh(): Promise<void> {
     if (this.#pending !== undefined) return this.#pending
-    if (Date.now() - this.#triedAt < this.#options.cooldownMs) return Promise.resolve()
-    this.#triedAt = Date.now()
+    if (this.#options.now() - this.#triedAt < this.#options.cooldownMs) return Promise.resolve()
+    this.#triedAt = this.#options.now()
     this.#pending = this.#fetch().finally(() => (this.#pending = undefined))
     return this.#pending
   }
@@ -109,7 +120,7 @@ export class KeySet {
     try {
       const jwks = await fetchJson(this.#jwksUrl ?? (await this.#discover()), this.#options.timeoutMs)
       this.#local = createLocalJWKSet(jwks as Parameters<typeof createLocalJWKSet>[0])
-      this.#fetchedAt = Date.now()
+      this.#fetchedAt = this.#options.now()
       if (this.#down) this.#options.onRecovery?.()
       this.#down = false
     } catch (err) {

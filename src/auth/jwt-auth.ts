@@ -8,8 +8,8 @@ import { JwtVerifier, type JwtOptions } from './jwt.js'
 /** JWT access tokens as configured: what to check, and where the keys are. */
 export interface JwtSettings extends JwtOptions {
   jwksUrl?: string
-  /** How the key set is fetched; its defaults when not given (tests shorten the cooldown). */
-  keys?: Pick<KeySetOptions, 'cooldownMs' | 'maxAgeMs' | 'timeoutMs'>
+  /** How the key set is fetched; its defaults when not given (tests shorten the cooldown, or move its clock). */
+  keys?: Pick<KeySetOptions, 'cooldownMs' | 'maxAgeMs' | 'timeoutMs' | 'now'>
 }
 
 /** The verifier and account directory bearer authentication uses for JWTs; an outage of the keys is logged once. */

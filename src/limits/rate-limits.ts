@@ -22,6 +22,11 @@ export interface RateLimitOptions {
   namespace?: string
   /** Told of every request refused with 429, by limit. */
   onLimited?: (limit: RateLimitKind) => void
+  /**
+   * The clock of the budgets kept in this process, in ms (the monotonic clock when not given), so that a test can
+   * move it; Redis's own clock counts the shared ones.
+   */
+  now?: () => number
 }
 
 /** The quota policies a caller's request is counted against, as the RateLimit fields name them. */
@@ -53,7 +58,7 @@ const waitText = (ms: number) => {
 function storeFor(options: RateLimitOptions, rate: Rate, kind: string): RateStore {
   return options.redis
     ? redisRateStore(options.redis, rate, `${options.namespace ?? 'plantstore:'}gcra:${kind}:`)
-    : memoryRateStore(rate)
+    : memoryRateStore(rate, undefined, options.now)
 }
 
 /**

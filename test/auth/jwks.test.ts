@@ -81,6 +81,10 @@ describe('the signing keys, fetched from a provider that misbehaves', () => {
     await signer.stop()
   })
 
+  // Each key set's cooldown and age run on this clock, which only the tests move: a fetch falls due when one moves
+  // it past the cooldown (30 s, the default), never by the time a slow machine takes.
+  let clock = 0
+  const COOLDOWN_MS = 30_000
   const verifies = async (keys: KeySet) => {
     const token = await signer.sign(key, { iss: provider.issuer, sub: 'a' })
     return jwtVerify(token, keys.getKey, { audience: AUDIENCE }).then(
@@ -96,16 +100,18 @@ describe('the signing keys, fetched from a provider that misbehaves', () => {
       const keys = new KeySet({
         issuer: provider.issuer,
         jwksUrl: `${provider.issuer}/jwks`,
-        cooldownMs: 100,
         timeoutMs: 300,
         onOutage: (err) => outages.push((err as Error).message),
+        now: () => clock,
       })
+      const before = provider.requests
       assert.equal(await verifies(keys), false)
-      await new Promise((resolve) => setTimeout(resolve, 120))
+      clock += COOLDOWN_MS
       assert.equal(await verifies(keys), false)
+      assert.equal(provider.requests - before, 2, 'two fetches failed')
       assert.equal(outages.length, 1, outages.join('\n'))
       provider.mode = 'good'
-      await new Promise((resolve) => setTimeout(resolve, 120))
+      clock += COOLDOWN_MS
       assert.equal(await verifies(keys), true)
     })
   }
@@ -113,11 +119,11 @@ describe('the signing keys, fetched from a provider that misbehaves', () => {
   test('finds the key set through discovery, and refuses a discovery document naming another issuer', async () => {
     provider.mode = 'other-issuer'
     const outages: string[] = []
-    const keys = new KeySet({ issuer: provider.issuer, cooldownMs: 100, onOutage: (err) => outages.push(String(err)) })
+    const keys = new KeySet({ issuer: provider.issuer, onOutage: (err) => outages.push(String(err)), now: () => clock })
     assert.equal(await verifies(keys), false)
     assert.match(outages[0]!, /names issuer "https:\/\/elsewhere.example"/)
     provider.mode = 'good'
-    await new Promise((resolve) => setTimeout(resolve, 120))
+    clock += COOLDOWN_MS
     assert.equal(await verifies(keys), true)
   })
 
@@ -134,20 +140,20 @@ describe('the signing keys, fetched from a provider that misbehaves', () => {
     assert.equal(provider.requests, before)
   })
 
-  test('fetches keys older than their maximum age again in the background, using the old ones meanwhile', async (t) => {
-    // The test moves the clock, so no fetch can fall due while it waits for the background one, however long that
-    // takes: the cooldown (longer than the wait, shorter than the maximum age) admits exactly one. Only Date is mocked.
-    t.mock.timers.enable({ apis: ['Date'], now: Date.now() })
+  test('fetches keys older than their maximum age again in the background, using the old ones meanwhile', async () => {
+    // Only the test moves the clock, so no fetch can fall due while it waits for the background one, however long
+    // that takes: the cooldown (shorter than the maximum age) admits exactly one.
     provider.mode = 'good'
     const keys = new KeySet({
       issuer: provider.issuer,
       jwksUrl: `${provider.issuer}/jwks`,
       maxAgeMs: 600_000,
       cooldownMs: 60_000,
+      now: () => clock,
     })
     assert.equal(await verifies(keys), true)
     const fetched = provider.requests
-    t.mock.timers.tick(600_000)
+    clock += 600_000
     const removed = provider.keys
     provider.keys = []
     try {

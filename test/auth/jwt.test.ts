@@ -10,19 +10,26 @@ const CHALLENGE = 'Bearer realm="plantstore", error="invalid_token"'
 const ALL = 'plants:read plants:write webhooks:manage tokens:manage'
 const b64 = (value: object | string) =>
   Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url')
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 describe('JWT access tokens, keys from a bare JWKS server', () => {
   let jwks: JwksServer
   let key: SigningKey
   let t: TestApp
   const logs: string[] = []
+  // The key set's cooldown runs on this clock, which only the tests move: a fetch falls due exactly when one moves
+  // it past the cooldown, never by the time a slow machine takes.
+  const COOLDOWN_MS = 30_000
+  let clock = 0
   before(async () => {
     key = await signingKey('k1')
     jwks = await JwksServer.start([key, await signingKey('k2', 'ES256'), await signingKey('k3', 'EdDSA')])
     const stream = new PassThrough()
     stream.on('data', (line: Buffer) => logs.push(line.toString()))
-    t = await buildTestApp(undefined, 2000, undefined, { jwt: jwks.settings(), logger: { level: 'info', stream } })
+    const keys = { cooldownMs: COOLDOWN_MS, timeoutMs: 1000, now: () => clock }
+    t = await buildTestApp(undefined, 2000, undefined, {
+      jwt: jwks.settings({ keys }),
+      logger: { level: 'info', stream },
+    })
   })
   after(async () => {
     await t.close()
@@ -158,14 +165,14 @@ describe('JWT access tokens, keys from a bare JWKS server', () => {
   })
 
   test('tries each key that fits a token without a distinguishing kid, and accepts the one that signed it', async () => {
-    const [first, second] = [await signingKey('twin'), await signingKey('twin')]
+    const [first, second] = [await signingKey('twin', 'ES256'), await signingKey('twin', 'ES256')]
     const saved = jwks.published
     jwks.published = [...saved, first, second]
     try {
-      await sleep(250) // past the key fetch cooldown
+      clock += COOLDOWN_MS // the twins' kid, unknown till now, fetches the keys again
       assert.equal((await list(await sign({ jti: 'twin 2' }, {}, second))).statusCode, 200)
       assert.equal((await list(await sign({ jti: 'twin 1' }, {}, first))).statusCode, 200)
-      await assertRefused(await sign({ jti: 'twin ?' }, {}, { ...(await signingKey('twin')) }))
+      await assertRefused(await sign({ jti: 'twin ?' }, {}, await signingKey('twin', 'ES256')))
     } finally {
       jwks.published = saved
     }
@@ -176,39 +183,41 @@ describe('JWT access tokens, keys from a bare JWKS server', () => {
   })
 
   test('accepts a new key published after start, and refuses the old one removed, without a restart', async () => {
-    const next = await signingKey('k4')
+    const next = await signingKey('k4', 'ES256')
     const old = jwks.published[0]!
     jwks.published = [next, ...jwks.published.slice(1)]
-    await sleep(250) // past the key fetch cooldown
+    clock += COOLDOWN_MS // the new kid fetches the keys again
     assert.equal((await list(await sign({ jti: 'rotated' }, {}, next))).statusCode, 200)
     await assertRefused(await sign({ jti: 'old key' }, {}, old))
     jwks.published = [old, ...jwks.published]
   })
 
-  test('asks the JWKS server at most once per cooldown however many unknown kids arrive', async (c) => {
-    await sleep(250) // past the cooldown of the fetches before: the first unknown kid may fetch
-    // The clock stands still from here, so the 20 tokens below all arrive within one cooldown however slow the
-    // machine is (in real time they could take longer than its 200 ms). Only Date is mocked.
-    c.mock.timers.enable({ apis: ['Date'], now: Date.now() })
+  test('asks the JWKS server at most once per cooldown however many unknown kids arrive, and again once it ends', async () => {
+    clock += COOLDOWN_MS // past the fetches of the tests before: the first unknown kid may fetch
     const before = jwks.requests
-    const strangers = await Promise.all(Array.from({ length: 5 }, (_, i) => signingKey(`flood${i}`)))
-    for (let round = 0; round < 4; round++) {
-      await Promise.all(
-        strangers.map(async (stranger) => assertRefused(await sign({ jti: `f${round}` }, {}, stranger))),
-      )
-    }
+    const strangers = await Promise.all(Array.from({ length: 5 }, (_, i) => signingKey(`flood${i}`, 'ES256')))
+    const flood = (jti: string) =>
+      Promise.all(strangers.map(async (stranger) => assertRefused(await sign({ jti }, {}, stranger))))
+    for (let round = 0; round < 4; round++) await flood(`f${round}`)
     assert.equal(jwks.requests - before, 1, 'the first unknown kid fetches, the rest wait for the cooldown')
+    clock += COOLDOWN_MS - 1
+    await flood('just before')
+    assert.equal(jwks.requests - before, 1, 'not a millisecond early')
+    clock += 1
+    await flood('at the end')
+    assert.equal(jwks.requests - before, 2, 'one fetch as the cooldown ends, however many kids ask at once')
   })
 
   test('with the JWKS server down: known keys keep working, unknown ones get 401, readiness holds, logged once', async () => {
+    assert.equal((await list(await sign({ jti: 'before outage' }))).statusCode, 200, 'the keys are at hand')
     logs.length = 0
     await jwks.stop()
     try {
-      await sleep(250)
       assert.equal((await list(await sign({ jti: 'during outage' }))).statusCode, 200)
+      // Each unknown kid past the cooldown tries the server again: three failed fetches, one outage.
       for (let i = 0; i < 3; i++) {
-        await assertRefused(await sign({ jti: `o${i}` }, {}, await signingKey(`gone${i}`)))
-        await sleep(250)
+        clock += COOLDOWN_MS
+        await assertRefused(await sign({ jti: `o${i}` }, {}, await signingKey(`gone${i}`, 'ES256')))
       }
       assert.equal((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
       const outage = logs.filter((line) => line.includes('JWT signing keys cannot be fetched'))
@@ -217,8 +226,10 @@ describe('JWT access tokens, keys from a bare JWKS server', () => {
     } finally {
       await jwks.resume()
     }
-    await sleep(250)
-    await assertRefused(await sign({ jti: 'back' }, {}, await signingKey('still-unknown')))
+    const before = jwks.requests
+    clock += COOLDOWN_MS
+    await assertRefused(await sign({ jti: 'back' }, {}, await signingKey('still-unknown', 'ES256')))
+    assert.equal(jwks.requests - before, 1, 'the server is asked again')
     assert.equal(logs.filter((line) => line.includes('can be fetched again')).length, 1)
   })
 })

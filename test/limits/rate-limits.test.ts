@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { after, describe, test } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
@@ -205,31 +204,38 @@ for (const backend of backends)
     })
 
     test('refills continuously, one request every window/limit, rather than all at once when a window ends', async () => {
+      // The budgets run on the test's clock: each answer below is read at an exact instant, however slow the machine.
+      const start = 1_000_000
+      let clock = start
       const { app, storage } = await appWith(
-        {
-          // One refilled every 2 s: the five requests before the wait have 2 s to be answered before one comes back, and
-          // the three after it 1.5 s before a third does.
-          perToken: { max: 4, windowMs: 8000 },
-          authFailures: { max: 0, windowMs: 1000 },
-        },
+        // One refilled every 2 s.
+        { perToken: { max: 4, windowMs: 8000 }, authFailures: { max: 0, windowMs: 1000 }, now: () => clock },
         { backend },
       )
       const headers = bearer((await issueToken(storage, { accountName: 'a' })).secret)
-      for (let i = 0; i < 4; i++) assert.equal((await list(app, headers)).statusCode, 200)
-      const limited = await list(app, headers)
-      assert.equal(limited.statusCode, 429)
-      assert.equal(limited.headers['retry-after'], '2')
-      await sleep(4500)
-      // 4.5 s refilled two and no more: the budget returns a little at a time, and the RateLimit field says so.
-      const answers = [await list(app, headers), await list(app, headers), await list(app, headers)]
-      assert.deepEqual(
-        answers.map((res) => [res.statusCode, limitItem(res, 'token')?.r]),
-        [
-          [200, 1],
-          [200, 0],
-          [429, 0],
-        ],
-      )
+      /** The answers to `count` requests sent `at` ms after the start, as `status r t` (Retry-After checked too). */
+      const answersAt = async (at: number, count: number) => {
+        clock = start + at
+        const answers = []
+        for (let i = 0; i < count; i++) {
+          const res = await list(app, headers)
+          const { r, t } = limitItem(res, 'token')!
+          if (res.statusCode === 429) assert.equal(res.headers['retry-after'], String(t), `Retry-After at ${at} ms`)
+          answers.push(`${res.statusCode} r=${r} t=${t}`)
+        }
+        return answers
+      }
+      const burst = ['200 r=3 t=2', '200 r=2 t=2', '200 r=1 t=2', '200 r=0 t=2', '429 r=0 t=2']
+      assert.deepEqual(await answersAt(0, 5), burst, 'the whole budget at once, then 2 s until one comes back')
+      assert.deepEqual(await answersAt(1999, 1), ['429 r=0 t=1'], 'not a millisecond early')
+      assert.deepEqual(await answersAt(2000, 2), ['200 r=0 t=2', '429 r=0 t=2'], 'one back at 2 s, no more')
+      // Refilled at 4 s, not yet at 6 s: one request, and the RateLimit field says the next comes in a second.
+      assert.deepEqual(await answersAt(5999, 2), ['200 r=0 t=1', '429 r=0 t=1'])
+      assert.deepEqual(await answersAt(6000, 2), ['200 r=0 t=2', '429 r=0 t=2'])
+      // The end of the first 8 s brings back one request, not the whole budget as a fixed window would.
+      assert.deepEqual(await answersAt(8000, 2), ['200 r=0 t=2', '429 r=0 t=2'])
+      // A long rest refills the budget to its size and no further.
+      assert.deepEqual(await answersAt(68_000, 5), burst)
     })
 
     test('counts 4xx answers to a valid token too (missing scope, invalid body), with RateLimit headers', async () => {
