@@ -197,20 +197,41 @@ for (const backend of backends)
       })
 
       test('puts neither the bearer token nor plant text in any span: the path goes without its query', async () => {
-        const listed = await http(server.baseUrl, 'GET', '/plants?tag=private-tag', {
+        // Plant text of this test's own, posted and then filtered on, both traced down to their storage spans.
+        const own = randomBytes(6).toString('hex')
+        const [name, tag] = [`Secret Fern ${own}`, `private-tag-${own}`]
+        const [postTrace, listTrace] = ['5ec2e7f0'.repeat(3) + own.slice(0, 8), '7a90f11e'.repeat(3) + own.slice(4)]
+        const created = await http(server.baseUrl, 'POST', '/plants', {
           token,
-          headers: { 'x-request-id': 'trace-test-2' },
+          body: { id: 10, name, tag },
+          headers: { traceparent: `00-${postTrace}-${PARENT_ID}-01` },
+        })
+        assert.equal(created.status, 200, created.text)
+        const listed = await http(server.baseUrl, 'GET', `/plants?tag=${tag}`, {
+          token,
+          headers: { traceparent: `00-${listTrace}-${PARENT_ID}-01`, 'x-request-id': 'trace-test-2' },
         })
         assert.equal(listed.status, 200)
+        assert.deepEqual(
+          (JSON.parse(listed.text) as Array<{ name: string }>).map((plant) => plant.name),
+          [name],
+          'the filter found the plant',
+        )
+        const arrived = (traceId: string, spanName: string) =>
+          receiver.spans.some((s) => s.traceId === traceId && s.name === spanName)
         await eventually(
-          async () => receiver.spans.some((s) => s.attributes['plantstore.request_id'] === 'trace-test-2'),
+          async () =>
+            arrived(postTrace, 'POST /plants') &&
+            arrived(postTrace, 'createPlant') &&
+            arrived(listTrace, 'GET /plants') &&
+            arrived(listTrace, 'listPlants'),
           10_000,
           50,
         )
         const span = receiver.spans.find((s) => s.attributes['plantstore.request_id'] === 'trace-test-2')!
         assert.equal(span.attributes['url.path'], '/plants')
         const everything = Buffer.concat(receiver.bodies)
-        for (const secret of [token, token.slice(4), 'Secret Fern', 'private-tag']) {
+        for (const secret of [token, token.slice(4), name, tag]) {
           assert.equal(everything.includes(secret), false, `a span carries ${secret === token ? 'the token' : secret}`)
         }
       })
