@@ -23,16 +23,15 @@ const preflight = (t: TestApp, origin: string, method = 'POST') =>
 for (const backend of backends) {
   describe(`CORS (${backend.name})`, () => {
     let t: TestApp
-    let headers: { authorization: string }
     const lifecycle = { draining: false }
     before(async () => {
       t = await buildTestApp(backend, undefined, undefined, {
         lifecycle,
         cors: { origins: [ALLOWED, 'https://app.example.com'] },
         // Two requests a minute per token: a preflight that counted would leave none for the requests after it.
+        // So each test that sends a token makes its own, on an account of its own, and spends no other test's budget.
         rateLimit: { perToken: parseRate('2/min'), perAccount: parseRate('0'), authFailures: parseRate('1/min') },
       })
-      headers = bearer(await t.token('alice'))
     })
     after(() => t.close())
 
@@ -89,6 +88,7 @@ for (const backend of backends) {
     })
 
     test('grants answers to an allowed origin, exposing the headers a page needs', async () => {
+      const headers = bearer(await t.token('granted'))
       const res = await t.app.inject({
         method: 'GET',
         url: '/plants?limit=1',
@@ -120,6 +120,7 @@ for (const backend of backends) {
 
     test("grants the answers made before authentication too: a bad head, a draining instance's 503", async () => {
       // An array is the header sent once per value (capitalised: Node's types allow an array under that name).
+      const headers = bearer(await t.token('sent-twice'))
       const sentTwice: OutgoingHttpHeaders = { origin: ALLOWED, Authorization: [headers.authorization, 'Bearer x'] }
       const twice = await t.app.inject({ method: 'GET', url: '/plants', headers: sentTwice })
       assert.equal(twice.statusCode, 400)
@@ -151,6 +152,7 @@ for (const backend of backends) {
       assert.equal(refused.statusCode, 404)
       assert.equal(refused.json().error, 40402)
       assert.deepEqual(accessControl(refused), [])
+      const headers = bearer(await t.token('other-origin'))
       const res = await t.app.inject({ method: 'GET', url: '/plants', headers: { ...headers, origin: OTHER } })
       assert.equal(res.statusCode, 200)
       assert.deepEqual(accessControl(res), [])
