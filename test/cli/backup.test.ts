@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import Database from 'better-sqlite3'
@@ -23,6 +23,12 @@ import { runOnTerminal } from '../helpers/terminal.js'
 after(cleanup)
 
 const TOKEN = 'backup-test-' + randomBytes(30).toString('base64url')
+// Plants in the store the server writes to before its backup: a copy long enough to be stopped in the middle.
+const STOCK = 50_000n
+// Their ids, above any the writers send.
+const STOCKED_FROM = 1_000_000_000n
+// Writes answered while the backup is held in the middle of its copy.
+const HELD = 8
 // Each request in its own counter: the load below sends far more than the default rate limits allow.
 const UNLIMITED = { PLANTSTORE_RATE_LIMIT: '0', PLANTSTORE_ACCOUNT_RATE_LIMIT: '0', PLANTSTORE_AUTH_FAILURE_LIMIT: '0' }
 
@@ -109,10 +115,14 @@ async function seededStore(plants: number): Promise<{ dir: string; store: string
   return { dir, store, url }
 }
 
+/** Process `pid`'s state letter from /proc (`T`: stopped by a signal). */
+const processState = (pid: number) => /^\d+ \(.*\) (\S)/.exec(procFile(`/proc/${pid}/stat`))?.[1]
+
 describe('plantstore backup of a SQLite store a server is writing to', () => {
-  test('holds every plant acknowledged before it began, passes the integrity check, and serves with the original tokens', async () => {
+  test('holds every plant acknowledged before it began and none sent once it copied, while the server acknowledged writes in the middle of the copy; passes the integrity check, and serves with the original tokens', async () => {
     const dir = tempDir()
-    const url = `sqlite:${join(dir, 'store.db')}`
+    const store = join(dir, 'store.db')
+    const url = `sqlite:${store}`
     const server = await startServer({ database: url, env: { PLANTSTORE_BOOTSTRAP_TOKEN: TOKEN, ...UNLIMITED } })
     await eventually(
       async () => (await http(server.baseUrl, 'GET', '/plants', { token: TOKEN })).status === 200,
@@ -121,8 +131,22 @@ describe('plantstore backup of a SQLite store a server is writing to', () => {
     const made = await runCli(['tokens', 'create', '--account', 'default', '--scope', 'plants:read', '--database', url])
     assert.equal(made.code, 0, made.stderr)
     const reader = made.stdout.split('\n')[0]!
+    // Plants enough that the copy is still writing when the test stops it (below), inserted with SQL (through the
+    // API they would take a minute); their ids are above any the writers use.
+    const db = new Database(store)
+    try {
+      const insert = db.prepare(
+        "INSERT INTO plants (account_id, id, name, tag) SELECT id, ?, ?, NULL FROM accounts WHERE name = 'default'",
+      )
+      db.transaction(() => {
+        for (let id = 1n; id <= STOCK; id++) insert.run(STOCKED_FROM + id, `Monstera deliciosa no. ${id}`)
+      })()
+    } finally {
+      db.close()
+    }
 
-    // Four writers POSTing fresh ids and a reader, all the while: every answer is counted by status.
+    // Four writers POSTing fresh ids and a reader, all the while: every answer is counted by status; the plants
+    // acknowledged, in the order their answers came.
     const acknowledged: bigint[] = []
     const statuses = new Map<string, number>()
     const tally = (what: string) => statuses.set(what, (statuses.get(what) ?? 0) + 1)
@@ -141,18 +165,56 @@ describe('plantstore backup of a SQLite store a server is writing to', () => {
     }
     const load = Promise.all([write(), write(), write(), write(), read()])
     try {
-      await eventually(async () => acknowledged.length >= 300, 15_000, 20)
+      await eventually(async () => acknowledged.length >= 100, 15_000, 20)
       const before = [...acknowledged]
       const copy = join(dir, 'backup.db')
-      const result = await runCli(['backup', copy, '--database', url], {}, 60_000)
-      const during = acknowledged.length - before.length
+      // The barrier: the backup is stopped (SIGSTOP) as its copy's rollback journal appears, which VACUUM INTO creates
+      // once its snapshot is taken, as it begins to write; it is held until writers sending from then on have had
+      // answers. Where the log of acknowledgements stood then, and the next id a writer was to send.
+      let stop!: (at: { journal: string; acknowledged: number; next: number }) => void
+      const stopped = new Promise<Parameters<typeof stop>[0]>((resolve) => (stop = resolve))
+      const watcher = watch(dir, (_, name) => {
+        if (!name?.endsWith('.tmp-journal')) return
+        backup.kill('SIGSTOP')
+        watcher.close()
+        stop({ journal: join(dir, name), acknowledged: acknowledged.length, next })
+      })
+      const backup = spawnPlantstore(['backup', copy, '--database', url])
+      let stdout = ''
+      let stderr = ''
+      backup.stdout!.on('data', (chunk: string) => (stdout += chunk))
+      backup.stderr!.on('data', (chunk: string) => (stderr += chunk))
+      const exited = new Promise<number | null>((resolve) => backup.once('close', (code) => resolve(code)))
+      let held: { size: number; next: number } | undefined
+      let code: number | null
+      try {
+        const at = await Promise.race([stopped, exited.then(() => undefined)])
+        if (at !== undefined) {
+          await eventually(async () => processState(backup.pid!) === 'T', 5_000, 1)
+          // What the copy held while stopped; more after shows the copy was going on meanwhile.
+          const size = statSync(at.journal.slice(0, -'-journal'.length)).size
+          const sentSince = () => acknowledged.slice(at.acknowledged).filter((id) => id >= at.next).length
+          await eventually(async () => sentSince() >= HELD, 15_000, 5).catch(() =>
+            assert.fail(`writes sent while the copy was held, answered: ${sentSince()} of ${HELD}`),
+          )
+          held = { size, next: at.next }
+        }
+      } finally {
+        watcher.close()
+        backup.kill('SIGCONT')
+        code = await exited
+      }
       running = false
       await load
 
-      assert.equal(result.code, 0, result.stderr)
-      assert.equal(result.stderr, '', 'no progress when stderr is not a terminal')
+      assert.equal(code, 0, stderr)
+      assert.equal(stderr, '', 'no progress when stderr is not a terminal')
       assert.deepEqual([...statuses.keys()].sort(), ['GET 200', 'POST 200'], 'every request answered 200')
-      assert.ok(during > 0, 'the server acknowledged writes while the backup ran')
+      assert.ok(held !== undefined, 'the backup was stopped as it began to write its copy')
+      assert.ok(
+        statSync(copy).size > held.size,
+        `the copy was still being written when stopped: ${held.size} bytes then, ${statSync(copy).size} at the end`,
+      )
       const found = inspect(copy)
       assert.deepEqual(found.integrity, ['ok'])
       assert.deepEqual(
@@ -160,8 +222,17 @@ describe('plantstore backup of a SQLite store a server is writing to', () => {
         [],
         'acknowledged before the backup, missing from it',
       )
+      // Sent once the copy had begun (HELD of them answered while it was held): after its snapshot, so none is in it.
+      const sentDuring = (id: bigint) => id >= BigInt(held!.next) && id < STOCKED_FROM
+      assert.deepEqual([...found.plantIds].filter(sentDuring), [], 'sent once the copy had begun, yet in it')
       const { plants, accounts, tokens, subscriptions } = found
-      assert.deepEqual(summaryOf(result), { plants, accounts, tokens, subscriptions, bytes: statSync(copy).size })
+      assert.deepEqual(summaryOf({ code, stdout, stderr }), {
+        plants,
+        accounts,
+        tokens,
+        subscriptions,
+        bytes: statSync(copy).size,
+      })
       assert.deepEqual({ accounts, tokens }, { accounts: 1, tokens: 2 })
 
       await server.stop()

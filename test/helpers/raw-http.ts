@@ -10,7 +10,7 @@ export function rawExchange(
   options: { gapMs?: number; closeAfterMs?: number; readAfterMs?: number } = {},
 ): Promise<{ text: string; ms: number }> {
   return new Promise((resolve) => {
-    const started = Date.now()
+    const started = performance.now()
     const socket = connect(port, '127.0.0.1')
     let text = ''
     socket.setEncoding('utf8')
@@ -25,7 +25,7 @@ export function rawExchange(
     socket.on('error', () => {})
     socket.once('close', () => {
       for (const timer of timers) clearTimeout(timer)
-      resolve({ text, ms: Date.now() - started })
+      resolve({ text, ms: performance.now() - started })
     })
     chunks.forEach((chunk, i) => {
       if (!options.gapMs) return void socket.write(chunk)
