@@ -94,6 +94,26 @@ for (const reporter of REPORTERS) {
       assert.match(stderr, /summary: tests 0/)
     })
 
+    // npm test's two runs (scripts/test.js), each begun by its line.
+    const runs = (...logs: string[]) =>
+      logs.map((log, i) => `plantstore-test: run ${i + 1} of 2: 1 file, …\n${log}`).join('')
+
+    test("passes npm test's two runs when both are clean", () => {
+      assert.deepEqual(check(runs(runLog('clean', reporter), runLog('clean', reporter))), { status: 0, stderr: '' })
+    })
+
+    test('fails two runs when the first failed, though the last summary is clean', () => {
+      const { status, stderr } = check(runs(runLog('failing', reporter), runLog('clean', reporter)))
+      assert.equal(status, 1)
+      assert.match(stderr, /run 1: summary: fail 1/)
+    })
+
+    test('fails when the second run never began, as when the runner died between them', () => {
+      const { status, stderr } = check(runs(runLog('clean', reporter)))
+      assert.equal(status, 1)
+      assert.match(stderr, /1 of 2 runs began/)
+    })
+
     test('fails a log that stops before the summary, as when the run died', () => {
       const log = runLog('clean', reporter)
       const { status, stderr } = check(log.slice(0, log.search(/^(ℹ|#) tests /m)))
