@@ -424,7 +424,9 @@ function suite(backend: TestBackend) {
         migrate: true,
         limits: { ...NO_LIMITS, idempotencyKeysPerAccount: 1 },
       }))
-      one = await instanceOn(storage, { idempotency: { ttlMs: 300, purgeEveryMs: 100 } })
+      // Keys live 2 s: the test needs a key to outlive the request after it, and three files run beside this one, so
+      // one request may wait hundreds of milliseconds for a core (a 300 ms life failed so on Node 26).
+      one = await instanceOn(storage, { idempotency: { ttlMs: 2000, purgeEveryMs: 100 } })
       alice = bearer((await issueToken(storage, { accountName: 'alice' })).secret)
     })
     after(async () => {
@@ -445,7 +447,8 @@ function suite(backend: TestBackend) {
       assert.equal((await create('{"id": 2, "name": "Two"}')).statusCode, 200, 'without a key it goes through')
       // Expired and purged: the room is back (an expired key not yet purged would still count).
       let again = refused
-      for (let i = 0; again.statusCode === 409 && i < 50; i++) {
+      // Up to 10 s, five times the keys' life: only a purge that never comes fails here.
+      for (let i = 0; again.statusCode === 409 && i < 100; i++) {
         await sleep(100)
         again = await create('{"id": 3, "name": "Three"}', 'third')
       }
