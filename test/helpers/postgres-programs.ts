@@ -1,6 +1,5 @@
 import { execFile, execFileSync, spawnSync } from 'node:child_process'
 import { chownSync, existsSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 
@@ -30,12 +29,5 @@ export function ownForServers(dir: string): void {
   chownSync(dir, id('-u'), id('-g'))
 }
 
-/** A loopback port free at the time of asking. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-}
+// The servers are stopped and started again on their ports: restartablePort, outside the ephemeral range.
+export { restartablePort as freePort } from './free-port.js'

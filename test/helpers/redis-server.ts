@@ -1,15 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { createServer } from 'node:net'
-
-/** A loopback port free right now. */
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
+import { restartablePort } from './free-port.js'
 
 /**
  * A redis-server of the test's own on a loopback port, without persistence, that can be killed, started again on
@@ -24,7 +15,7 @@ export class RedisServer {
   }
 
   static async start(): Promise<RedisServer> {
-    const server = new RedisServer(await freePort())
+    const server = new RedisServer(await restartablePort())
     await server.restart()
     return server
   }
