@@ -1,7 +1,7 @@
 // `npm test` (or `node scripts/test.js [FILE...]`): the test files (by default every *.test.ts under test/ and
 // clients/typescript/test) in two runs of node:test, each file in a process of its own as node:test always runs them.
-// First the files that can share the machine, PLANTSTORE_TEST_CONCURRENCY at a time (default 3: most of a file's time
-// is spent waiting on PostgreSQL, a child process or a socket, so two cores keep three files busy); then the files
+// First the files that can share the machine, PLANTSTORE_TEST_CONCURRENCY at a time (default 3: the files also wait
+// on PostgreSQL, child processes and sockets, but mostly use CPU, so on two cores this saved about 20%, not 3×); then the files
 // named in test/serial.txt, one at a time, because what they measure or provoke (CPU-bound floods, timing against a
 // baseline, bursts of processes and sockets) would be disturbed by, or disturb, files beside them.
 // Each run starts with a line `plantstore-test: run K of N: ...`; scripts/check-test-log.js checks every run's summary.
