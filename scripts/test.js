@@ -10,7 +10,16 @@
 // without a time yet go first, then in path order. The order changes nothing else: each file is a process of its own.
 // Exits 1 when either run failed (both always run). Plain JavaScript, so that it needs nothing compiled.
 import { spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -81,7 +90,9 @@ function keepDurations(file) {
     const kept = readDurations()
     for (const [path, ms] of Object.entries(measured)) kept[relative(ROOT, path)] = Math.round(ms)
     mkdirSync(dirname(DURATIONS), { recursive: true })
-    writeFileSync(DURATIONS, JSON.stringify(kept, null, 1) + '\n')
+    // Renamed into place: a run beside this one reads the old file or the new one, never half of one.
+    writeFileSync(`${DURATIONS}.${process.pid}`, JSON.stringify(kept, null, 1) + '\n')
+    renameSync(`${DURATIONS}.${process.pid}`, DURATIONS)
   } catch (error) {
     console.error(`plantstore-test: could not keep the test durations in ${DURATIONS}: ${error.message}`)
   }

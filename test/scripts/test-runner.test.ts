@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { after, test } from 'node:test'
 // @ts-expect-error: plain JavaScript without declarations (npm test runs it before anything is compiled)
 import { concurrency, listed, plan } from '../../scripts/test.js'
@@ -51,7 +51,14 @@ test('exits 1 and names each run when a test of the given files fails', () => {
   const header = "import { test } from 'node:test'\n"
   writeFileSync(join(dir, 'passes.test.ts'), `${header}test('passes', () => {})\n`)
   writeFileSync(join(dir, 'fails.test.ts'), `${header}test('fails', () => { throw new Error('broken') })\n`)
-  const env = { ...process.env, NODE_TEST_CONTEXT: undefined, NODE_OPTIONS: undefined }
+  // Durations of its own: the run kept the fixtures' times beside the suite's, in the file CI keeps.
+  const durations = join(dir, 'durations.json')
+  const env = {
+    ...process.env,
+    NODE_TEST_CONTEXT: undefined,
+    NODE_OPTIONS: undefined,
+    PLANTSTORE_TEST_DURATIONS: durations,
+  }
   const run = spawnSync(
     process.execPath,
     [join(REPO_ROOT, 'scripts', 'test.js'), join(dir, 'passes.test.ts'), join(dir, 'fails.test.ts')],
@@ -60,4 +67,9 @@ test('exits 1 and names each run when a test of the given files fails', () => {
   assert.equal(run.status, 1, run.stdout + run.stderr)
   assert.match(run.stdout, /^plantstore-test: run 1 of 1: 2 files, beside each other, 3 at a time$/m)
   assert.match(run.stdout, /^(ℹ|#) fail 1$/m)
+  const kept = JSON.parse(readFileSync(durations, 'utf8')) as Record<string, number>
+  assert.deepEqual(
+    Object.keys(kept).sort(),
+    [join(dir, 'fails.test.ts'), join(dir, 'passes.test.ts')].map((file) => relative(REPO_ROOT, file)),
+  )
 })
