@@ -475,6 +475,12 @@ function killedWhileCopying(args: string[], target: string): Promise<void> {
   })
 }
 
+/**
+ * How long a whole backup of the large store may take before the test calls it hung: a few seconds alone, but it
+ * passed the helpers' 15 s while the machine compiled beside three test files (load over 5 on 2 cores).
+ */
+const LARGE_BACKUP_MS = 120_000
+
 describe('plantstore backup of a large store', () => {
   let source: Awaited<ReturnType<typeof seededStore>>
   before(async () => {
@@ -502,7 +508,8 @@ describe('plantstore backup of a large store', () => {
     await killedWhileCopying(['backup', target, '--database', source.url], target)
     const left = readdirSync(dir).sort()
     assert.ok(left.length > 0, 'the killed backup left its temporary files')
-    const next = await runCli(['backup', target, '--database', source.url])
+    // A whole backup of the large store: a hang guard of its own, for a machine busy with other work.
+    const next = await runCli(['backup', target, '--database', source.url], {}, LARGE_BACKUP_MS)
     assert.equal(next.code, 0, next.stderr)
     assert.deepEqual(readdirSync(dir), ['nightly.db'], 'nothing but the new backup')
     const files = left.length === 1 ? '1 temporary file' : `${left.length} temporary files`
