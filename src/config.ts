@@ -49,11 +49,26 @@ export const CONNECTION_LIMIT_DEFAULTS: ConnectionLimits = { max: 10_000, perAdd
  */
 export const LISTEN_BACKLOG_DEFAULT = 4096
 
-/** Rows of pages (GET /plants, weighted by `limit`) one account, and one process in all, may have in progress at once. */
+/**
+ * Rows of pages (GET /plants, weighted by `limit`) one account, and one process in all, may have in progress at once;
+ * and the percent of an even share of a busy event loop's time one account's pages may take (see PageShares).
+ */
 export interface PageBudgetLimits {
   perAccount: number
   perProcess: number
+  /** 0 turns the shares off; without it, PAGE_BUDGET_DEFAULTS' */
+  sharePercent?: number
 }
+
+/**
+ * Of an even share of a busy event loop's time (the last second over the N accounts that asked for pages in it), the
+ * part one account's pages may take. Half: the time charged is a page's handler and serialisation, and each page
+ * costs its account about as much again uncharged (its connection, reading its request, writing its answer). With a
+ * CPU burner beside big-page-fairness.test.ts, a whole even share left the other account at p50 59-253 ms, p99
+ * 150-430 ms (3 ms and 50-85 ms without the attack); half kept it at p50 4-6 ms, p99 57-83 ms, and the attacker still
+ * had 450-500 pages of 1,000 made in 5 s.
+ */
+export const PAGE_SHARE_PERCENT_DEFAULT = 50
 
 /**
  * Per account 1,000 rows: one page of the largest size, ten of the default 100, fifty of 20 (the benchmark's 50
@@ -68,7 +83,7 @@ export interface PageBudgetLimits {
  * the two bound the pages held in memory for clients that read slowly (about 5.3 MB at 330 bytes a row; 32 MB if
  * every character is one that JSON escapes).
  */
-export const PAGE_BUDGET_DEFAULTS: PageBudgetLimits = { perAccount: 1_000, perProcess: 8_000 }
+export const PAGE_BUDGET_DEFAULTS = { perAccount: 1_000, perProcess: 8_000, sharePercent: PAGE_SHARE_PERCENT_DEFAULT }
 
 export const HOUR_MS = 3_600_000
 
@@ -200,6 +215,11 @@ export const ConfigSchema = Type.Object({
     unit: 'rows of pages in progress per process',
     description:
       'The same over all accounts together (per worker with `WORKERS`); past it 503 (50304) with `Retry-After: 1`. A page whose client has not taken it 250 ms after its handler started is set aside: it still counts for its account but no longer here, so accounts that do not read cannot keep out those that do. Pages set aside have a bound of their own, this number again: past it, connections are closed, the oldest page of the account with the most set aside first. Together they bound the memory pages held for slow readers take.',
+  }),
+  PLANTSTORE_PAGE_SHARE_PERCENT: integer(0, 100, PAGE_BUDGET_DEFAULTS.sharePercent, {
+    unit: 'percent of an even share',
+    description:
+      "While the event loop is at least half busy (and for a second after), the part of an even share of its time (the last second divided among the accounts that asked for pages in it) one account's `GET /plants` pages may take, each counted from the start of its handler until its answer is made. Past it a page waits for the account's time to decay, up to 1 s and 8 pages of one account, then 429 (42905) with `Retry-After: 1`. An account alone, or on a loop with time to spare, is never kept waiting. 0 turns it off.",
   }),
   SHUTDOWN_DRAIN_SECONDS: seconds(0, {
     description:
@@ -441,6 +461,7 @@ export function pageBudgetLimits(config: Config): PageBudgetLimits {
   return {
     perAccount: config.PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT,
     perProcess: config.PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS,
+    sharePercent: config.PLANTSTORE_PAGE_SHARE_PERCENT,
   }
 }
 

@@ -146,6 +146,14 @@ export const ErrorCatalogue = {
     example:
       "a page of 1000 rows would take the account's pages in progress past 1000 rows; read the pages already sent, or retry in 1 second",
   },
+  tooMuchPageTime: {
+    error: 42905,
+    status: 429,
+    summary:
+      "The account's pages took more than its share of this busy instance's time in the last second; retry shortly",
+    example:
+      "the account's pages took more than its share of this busy instance's time in the last second; retry in 1 second",
+  },
   headersTooLarge: {
     error: 43101,
     status: 431,

@@ -3,7 +3,7 @@ import { ApiError, type ErrorKind } from '../errors.js'
 /** The bounds a 429 enforces, each with its code in the catalogue. */
 export type TooManyKind = Extract<
   ErrorKind,
-  'rateLimited' | 'tooManyInFlight' | 'tooManyConnections' | 'tooManyPageRows'
+  'rateLimited' | 'tooManyInFlight' | 'tooManyConnections' | 'tooManyPageRows' | 'tooMuchPageTime'
 >
 
 /**

@@ -50,7 +50,7 @@ export class Metrics {
   })
   readonly #pagesRefused = new Counter({
     name: 'plantstore_page_budget_refused_total',
-    help: 'GET /plants pages refused for rows of pages in progress, by bound: account (429, PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT) or process (503, PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS)',
+    help: 'GET /plants pages refused, by bound: rows of pages in progress of the account (429, PLANTSTORE_MAX_PAGE_ROWS_PER_ACCOUNT) or of the process (503, PLANTSTORE_MAX_PAGE_ROWS_PER_PROCESS), or the account past its share of a busy event loop (share, 429)',
     labelNames: ['bound'],
     registers: [this.registry],
   })

@@ -1,15 +1,14 @@
-import type { FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify'
-import { callerOf } from '../auth/caller.js'
-import type { PageBudgetLimits } from '../config.js'
-import { ApiError } from '../errors.js'
-import { retryAfter, tooManyRequests } from '../limits/too-many.js'
-import { lingerOnClose } from '../socket/lingering-close.js'
+import { PAGE_BUDGET_DEFAULTS, type PageBudgetLimits } from '../config.js'
+import { PageShares } from './page-shares.js'
 
-/** Which bound refused a page: the caller's account's, or the whole process's. */
-export type PageBudgetBound = 'account' | 'process'
+/**
+ * Which bound refused a page: the caller's account's rows, its share of a busy event loop's time (see PageShares), or
+ * the whole process's rows.
+ */
+export type PageBudgetBound = 'account' | 'share' | 'process'
 
 /** Seconds a refused caller is told to wait: pages in progress leave within a few writes to a client that reads. */
-const RETRY_AFTER_SECONDS = 1
+export const RETRY_AFTER_SECONDS = 1
 
 /**
  * How long a page kept out by the budget may wait for rows to be given back before it is refused. Rows come back as
@@ -50,7 +49,7 @@ export interface Waiter {
 /**
  * Rows of pages in progress, per account and in all: the rows a page may hold (its `limit`, not yet known how many
  * it will hold) from the moment its handler starts until the event loop's turn after its answer has been handed to
- * the socket (see pageBudgetHook).
+ * the socket (see pageBudgetHooks, in page-budget-hooks.ts).
  *
  * Accounts that do not read cannot take the process's rows from those that do: a page whose answer has waited
  * UNREAD_MS for its client is set aside. Its rows still count against its account, so that account makes no more
@@ -71,20 +70,42 @@ export class PageBudget {
   /** Pages waiting for rows, in the order they came; each tries again whenever rows are given back. */
   readonly #waiters = new Set<Waiter>()
   readonly #waiting = new Map<number, number>()
+  readonly #shares: PageShares
 
-  constructor(limits: PageBudgetLimits) {
+  constructor(
+    limits: PageBudgetLimits,
+    shares = new PageShares((limits.sharePercent ?? PAGE_BUDGET_DEFAULTS.sharePercent) / 100),
+  ) {
     this.limits = limits
+    this.#shares = shares
   }
 
   /** Takes `rows` for `account` and returns undefined; or, taking nothing, the bound they would pass. */
   take(account: number, rows: number): PageBudgetBound | undefined {
     const held = this.#accounts.get(account) ?? 0
-    // The account's bound first: past it, the refusal is the caller's own doing (429), whatever others hold.
+    // The account's bounds first: past them, the refusal is the caller's own doing (429), whatever others hold.
     if (held + rows > this.limits.perAccount) return 'account'
+    if (this.#shares.waitFor(account) > 0) return 'share'
     if (this.#total + rows > this.limits.perProcess) return 'process'
     this.#accounts.set(account, held + rows)
     this.#total += rows
+    this.#shares.started(account)
     return undefined
+  }
+
+  /** Milliseconds until `account` is back within its share of a busy event loop's time (0: it is). */
+  shareWait(account: number): number {
+    return this.#shares.waitFor(account)
+  }
+
+  /** The time a page's start and end are read in (see spend). */
+  now(): number {
+    return this.#shares.now()
+  }
+
+  /** Charges `account` with the time a page took from `since` (now(), when it started) to now. */
+  spend(account: number, since: number): void {
+    this.#shares.spend(account, this.#shares.now() - since)
   }
 
   /**
@@ -176,123 +197,4 @@ export class PageBudget {
   unread(): number {
     return this.#unreadRows
   }
-}
-
-function refusal(bound: PageBudgetBound, rows: number, limits: PageBudgetLimits): ApiError {
-  const wait = RETRY_AFTER_SECONDS * 1000
-  if (bound === 'account') {
-    return tooManyRequests(
-      'tooManyPageRows',
-      `a page of ${rows} rows would take the account's pages in progress past ${limits.perAccount} rows; read the pages already sent, or retry in ${RETRY_AFTER_SECONDS} second`,
-      wait,
-    )
-  }
-  return new ApiError(
-    'serverPagesBusy',
-    `this instance has ${limits.perProcess} rows of pages in progress; retry in ${RETRY_AFTER_SECONDS} second or on another instance`,
-    retryAfter(wait),
-  )
-}
-
-/**
- * A preHandler for a route that answers pages: holds `rowsOf(request)` rows of the budget for the caller's account
- * from here (the last hook before the handler, after the pipelining limit has let the request's turn come) until the
- * answer is handed to the socket (`finish`) or can no longer be (`close` of the answer or of its connection, as a
- * client that goes away causes), whichever comes first, and then one turn of the event loop more. A page kept out by
- * the budget waits for rows to come back, up to `maxWaitMs` (and MOST_WAITING_PER_ACCOUNT pages of one account);
- * then it is refused, with `Retry-After` and `Connection: close`.
- *
- * Why it keeps accounts apart: a handler makes its whole page at once (on SQLite synchronously), and Node serves the
- * requests that arrived together one after another. Without a bound, one account's hundreds of connections each had a
- * page made in one go, and every other account's request waited for all of them (seconds). With it, one account makes
- * at most its bound's worth of pages per turn of the event loop (see `release`), and a client that reads slowly keeps
- * its pages in progress, so its further pages wait and are refused, not made.
- */
-export function pageBudgetHook(
-  budget: PageBudget,
-  rowsOf: (request: FastifyRequest) => number,
-  onRefused?: (bound: PageBudgetBound) => void,
-  maxWaitMs = MOST_WAIT_MS,
-): preHandlerHookHandler {
-  const hold = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void, since: number) => {
-    if (droppedWhenGone(reply, done)) return
-    const socket = request.raw.socket
-    const account = callerOf(request).accountId
-    const rows = rowsOf(request)
-    const refused = budget.take(account, rows)
-    if (refused === undefined) {
-      holdUntilAnswered(budget, account, rows, reply)
-      return done()
-    }
-    // A page larger than the bound itself would wait in vain.
-    const mayFit = rows <= Math.min(budget.limits.perAccount, budget.limits.perProcess)
-    const left = since + maxWaitMs - Date.now()
-    const waiter = mayFit && left > 0 ? budget.wait(account, () => retry()) : undefined
-    const timer = waiter && setTimeout(() => refuse(), left)
-    const retry = () => {
-      clearTimeout(timer)
-      hold(request, reply, done, since)
-    }
-    const refuse = () => {
-      if (waiter) budget.cancel(waiter)
-      if (droppedWhenGone(reply, done)) return
-      onRefused?.(refused)
-      // The connection ends after the refusal (lingering, so the answers before it still arrive): the pages a client
-      // pipelined behind it are dropped, not each made or refused in turn.
-      reply.header('connection', 'close')
-      lingerOnClose(socket)
-      done(refusal(refused, rows, budget.limits))
-    }
-    if (waiter === undefined) refuse()
-  }
-  return (request, reply, done) => hold(request, reply, done, Date.now())
-}
-
-/**
- * Drops the request when no one is left to answer (the client left while the request waited its turn or for rows,
- * or a refusal before it ended the connection): the page is not made, as the pipelining limit does; holding rows
- * for it, a closed connection would never say when to give them back.
- */
-function droppedWhenGone(reply: FastifyReply, done: () => void): boolean {
-  const socket = reply.request.raw.socket
-  if (!socket.destroyed && !socket.writableEnded) return false
-  reply.hijack()
-  done()
-  return true
-}
-
-/**
- * Holds the rows taken for a page until its answer is handed over or can no longer be, and a turn more; sets them
- * aside once the answer has waited UNREAD_MS for its client.
- */
-function holdUntilAnswered(budget: PageBudget, account: number, rows: number, reply: FastifyReply): void {
-  const response = reply.raw
-  const socket = reply.request.raw.socket
-  let held = true
-  let unread: UnreadPage | undefined
-  // From the handler's start: a page still being made (a slow query) is looked at again UNREAD_MS later.
-  const lookAt = () => {
-    if (!response.writableEnded) return void timer.refresh()
-    // A reset, as the write stall timeout closes: it frees what the kernel still holds for the connection too.
-    unread = budget.setAside(account, rows, () => socket.resetAndDestroy())
-  }
-  const timer = setTimeout(lookAt, UNREAD_MS).unref()
-  const release = () => {
-    if (!held) return
-    held = false
-    clearTimeout(timer)
-    response.off('finish', release)
-    response.off('close', release)
-    socket.off('close', release)
-    // Given back on the event loop's next turn, not at once: the kernel takes a whole page from a connection that
-    // has room at once, so a page may be made and handed over within one turn, and then the bound would not limit
-    // how many pages one account's connections have made in a turn while everyone else's requests wait for the
-    // next.
-    setImmediate(() => budget.giveBack(account, rows, unread))
-  }
-  response.once('finish', release)
-  response.once('close', release)
-  // Node 20 and 22 close only the answer being written when a connection goes: one waiting behind it would never
-  // say so itself.
-  socket.once('close', release)
 }

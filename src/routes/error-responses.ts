@@ -25,7 +25,7 @@ const HEADERS: Record<number, Record<string, TSchema>> = {
   429: {
     'Retry-After': Type.Integer({
       description:
-        'With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again',
+        'With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again',
     }),
   },
   409: { 'Retry-After': Type.Integer({ description: 'With 40903: seconds to wait before retrying' }) },

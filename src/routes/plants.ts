@@ -7,7 +7,8 @@ import { NewPlant, Plant, PlantItem } from '../schemas/plant.js'
 import { GetPlantParams, PlantParams } from '../schemas/plant-params.js'
 import { callerOf } from '../auth/caller.js'
 import type { IdempotencyHooks } from '../plugins/idempotency.js'
-import { pageBudgetHook, type PageBudget, type PageBudgetBound } from '../plugins/page-budget.js'
+import { pageBudgetHooks } from '../plugins/page-budget-hooks.js'
+import type { PageBudget, PageBudgetBound } from '../plugins/page-budget.js'
 import { IdempotencyHeaders, REPLAYED_HEADERS } from '../schemas/idempotency-key.js'
 import type { EventOf, PlantStore, StoredPlant } from '../storage/index.js'
 import { plantCreated, plantDeleted } from '../webhooks/events.js'
@@ -80,7 +81,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
   const created = traced(plantCreated)
   const deleted = traced(plantDeleted)
   // A page weighs its limit: the rows it may hold, known before it is made.
-  const holdPage = pageBudgetHook(
+  const pageHooks = pageBudgetHooks(
     pageBudget,
     (request) => (request.query as ListQuery).limit ?? LIMIT_DEFAULT,
     onPageRefused,
@@ -129,14 +130,16 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
     '/plants',
     {
       config: { scope: 'plants:read' },
-      // Route-level: after the app's preHandlers (the pipelining limit's turn), right before the handler.
-      preHandler: holdPage,
+      // Route-level: after the app's preHandlers (the pipelining limit's turn), right before the handler; and the
+      // page's time charged once its answer is made.
+      preHandler: pageHooks.preHandler,
+      onSend: pageHooks.onSend,
       schema: {
         operationId: 'listPlants',
         tags,
         summary: 'List plants',
         description:
-          'Returns the plants of the caller\'s account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page. Each page counts as `limit` rows while it is made and sent: an account with too many rows of pages in progress at once (clients reading them slowly) gets 429 (42904), an instance with too many over all accounts 503 (50304), both with `Retry-After`.',
+          'Returns the plants of the caller\'s account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page. Each page counts as `limit` rows while it is made and sent: an account with too many rows of pages in progress at once (clients reading them slowly) gets 429 (42904), an instance with too many over all accounts 503 (50304), both with `Retry-After`. While the instance is busy, an account whose pages took more than its share of its time in the last second (1/N, N the accounts asking for pages) waits for it, up to 1 s, then gets 429 (42905) with `Retry-After`.',
         security,
         querystring: ListQuery,
         response: {
@@ -147,7 +150,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
             },
             'x-examples': LIST_EXAMPLES,
           }),
-          ...errorResponses('validation', 'tooManyPageRows', 'serverPagesBusy', 'unavailable'),
+          ...errorResponses('validation', 'tooManyPageRows', 'tooMuchPageTime', 'serverPagesBusy', 'unavailable'),
         },
       },
     },

@@ -184,8 +184,10 @@ for (const backend of backends) {
       // the attack and half after it, so that a change in what else the machine runs meets both. Without the page
       // budget alice's p99 under pages of 1,000 was 2.3 s on SQLite and 4.4 s on PostgreSQL on a shared 2-core
       // machine (0.8 s and 5 s in the issue), 20 to 40 times the baseline's 60-150 ms; with it, 0.1-0.6 s. The bound,
-      // 10 times the baseline's p99 and no less than 600 ms, fails the first and grows with the load. Half the waves
-      // each: mallory's requests stay within her account's 6,000 a minute.
+      // 10 times the baseline's p99 and no less than 600 ms, fails the first and grows with the load. With a CPU
+      // burner on one core, the page budget alone let the attacker have 716 pages made in 5 s, and alice's p50 was
+      // 0.6-1.3 s, p99 1 s or more: each account's share of a busy event loop (PageShares) keeps her at 4-6 ms, p99
+      // under 100 ms. Half the waves each: mallory's requests stay within her account's 6,000 a minute.
       const half = { waves: Math.ceil(WAVES / 2), probes: PROBES / 2 }
       const before = await attack(server, tokens, 10, half)
       for (const one of before.attackers) one.close()
@@ -212,7 +214,8 @@ for (const backend of backends) {
         for (const { head, body } of refused) {
           assert.match(head, /\r\nretry-after: 1\r\n/i)
           const parsed = JSON.parse(body) as { error: number; message: string }
-          assert.equal(parsed.error, 42904, body)
+          // Past its rows in progress (42904), or past its share of the busy loop's time (42905).
+          assert.ok([42904, 42905].includes(parsed.error), body)
           assert.equal(typeof parsed.message, 'string')
         }
       } finally {

@@ -9,9 +9,10 @@ import {
   MOST_WAIT_MS,
   MOST_WAITING_PER_ACCOUNT,
   PageBudget,
-  pageBudgetHook,
   type PageBudgetBound,
 } from '../../src/plugins/page-budget.js'
+import { pageBudgetHooks } from '../../src/plugins/page-budget-hooks.js'
+import { PageShares } from '../../src/plugins/page-shares.js'
 import { parsed, rawExchange } from '../helpers/raw-http.js'
 import { bearer, buildTestApp, expectServerError, type TestApp } from '../helpers/app.js'
 import { testOnce } from '../helpers/once.js'
@@ -75,11 +76,14 @@ describe('PageBudget', () => {
  * A server with the page budget's hook on `GET /page`: the caller's account is `?account=`, the page's rows `?rows=`,
  * and the handler answers only once `finish()` is called (so a page stays in progress as long as a test needs).
  */
-async function server(limits: { perAccount: number; perProcess: number }) {
+async function server(
+  limits: { perAccount: number; perProcess: number },
+  { shares, maxWaitMs }: { shares?: PageShares; maxWaitMs?: number } = {},
+) {
   const app = Fastify()
   declareCaller(app)
   registerErrorHandler(app)
-  const budget = new PageBudget(limits)
+  const budget = new PageBudget(limits, shares)
   const refused: PageBudgetBound[] = []
   let started = 0
   const waiting: Array<() => void> = []
@@ -88,14 +92,15 @@ async function server(limits: { perAccount: number; perProcess: number }) {
     request.caller = { accountId: Number(account), accountName: account, tokenId: 't', scopes: [], expiresAt: null }
     done()
   })
-  const hold = pageBudgetHook(
+  const hooks = pageBudgetHooks(
     budget,
     (request) => Number((request.query as { rows: string }).rows),
     (bound) => {
       refused.push(bound)
     },
+    maxWaitMs,
   )
-  app.get('/page', { preHandler: hold }, async () => {
+  app.get('/page', { preHandler: hooks.preHandler, onSend: hooks.onSend }, async () => {
     started++
     await new Promise<void>((resolve) => waiting.push(resolve))
     return { page: true }
@@ -145,6 +150,76 @@ describe('the page budget on a route', () => {
       await s.app.close()
     }
   })
+
+  /**
+   * A server whose event loop is always busy (on a clock the test moves) where account 1 has had a page of 600 ms and
+   * account 2 one of none: past a 100 ms census, both count, and account 1 is over its share of the window (250 ms).
+   */
+  async function overShare(maxWaitMs?: number) {
+    const clock = { at: 0 }
+    const shares = new PageShares(0.5, { now: () => clock.at, utilization: () => 1 })
+    const s = await server({ perAccount: 1000, perProcess: 5000 }, { shares, maxWaitMs })
+    const first = fetch(s.url(1, 10))
+    await until(() => s.started() === 1, "account 1's page in progress")
+    clock.at += 600
+    const second = fetch(s.url(2, 10))
+    await until(() => s.started() === 2, "account 2's page in progress")
+    s.finish()
+    assert.equal((await first).status, 200)
+    assert.equal((await second).status, 200)
+    clock.at += 100
+    return { s, clock }
+  }
+
+  test(
+    "answers 429 (42905) with Retry-After and Connection: close when an account's pages took more than its share of a busy event loop, while another account is served",
+    { timeout: 20_000 },
+    async () => {
+      const { s } = await overShare(200)
+      try {
+        const res = await fetch(s.url(1, 10))
+        assert.equal(res.status, 429)
+        assert.equal(res.headers.get('retry-after'), '1')
+        assert.equal(res.headers.get('connection'), 'close')
+        const body = (await res.json()) as { error: number; message: string }
+        assert.deepEqual(body, {
+          error: 42905,
+          message:
+            "the account's pages took more than its share of this busy instance's time in the last second; retry in 1 second",
+        })
+        const other = fetch(s.url(2, 10))
+        await until(() => s.started() === 3, "account 2's next page in progress")
+        s.finish()
+        assert.equal((await other).status, 200)
+        assert.deepEqual(s.refused, ['share'])
+      } finally {
+        s.finish()
+        await s.app.close()
+      }
+    },
+  )
+
+  test(
+    "starts a page kept out by its account's share once the account's time has decayed to it",
+    { timeout: 20_000 },
+    async () => {
+      const { s, clock } = await overShare()
+      try {
+        const page = fetch(s.url(1, 10))
+        await until(() => s.budget.waiting(1) === 1, 'the page waiting for its share')
+        assert.equal(s.started(), 2)
+        // 543 ms decays to 199 ms in a second: under the share of 250.
+        clock.at += 1000
+        await until(() => s.started() === 3, 'the page started')
+        s.finish()
+        assert.equal((await page).status, 200)
+        assert.deepEqual(s.refused, [])
+      } finally {
+        s.finish()
+        await s.app.close()
+      }
+    },
+  )
 
   test('answers 503 (50304) with Retry-After when the accounts together would pass the process bound', async () => {
     const s = await server({ perAccount: 1000, perProcess: 1000 })

@@ -25,6 +25,7 @@ export const ErrorCode = {
   tooManyInFlight: 42902,
   tooManyConnections: 42903,
   tooManyPageRows: 42904,
+  tooMuchPageTime: 42905,
   headersTooLarge: 43101,
   internal: 50001,
   unavailable: 50301,

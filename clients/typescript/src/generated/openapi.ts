@@ -50,7 +50,7 @@ export interface paths {
     }
     /**
      * List plants
-     * @description Returns the plants of the caller's account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page. Each page counts as `limit` rows while it is made and sent: an account with too many rows of pages in progress at once (clients reading them slowly) gets 429 (42904), an instance with too many over all accounts 503 (50304), both with `Retry-After`.
+     * @description Returns the plants of the caller's account in ascending id order, at most `limit` of them. When more remain, a `Link: <...>; rel="next"` header gives the next page. Each page counts as `limit` rows while it is made and sent: an account with too many rows of pages in progress at once (clients reading them slowly) gets 429 (42904), an instance with too many over all accounts 503 (50304), both with `Retry-After`. While the instance is busy, an account whose pages took more than its share of its time in the last second (1/N, N the accounts asking for pages) waits for it, up to 1 s, then gets 429 (42905) with `Retry-After`.
      */
     get: operations['listPlants']
     put?: never
@@ -334,6 +334,7 @@ export interface components {
      *     | 42902 | 429 | Too many requests in flight on one connection (pipelined); the connection is closed |
      *     | 42903 | 429 | Too many open connections from this client address; the connection is closed |
      *     | 42904 | 429 | The account's pages in progress (rows, counted by `limit`) are at its bound; read them, or retry shortly |
+     *     | 42905 | 429 | The account's pages took more than its share of this busy instance's time in the last second; retry shortly |
      *     | 43101 | 431 | The request headers are over 16 KiB |
      *     | 50001 | 500 | An unexpected error on the server |
      *     | 50301 | 503 | The storage is unavailable; retry later |
@@ -373,6 +374,7 @@ export interface components {
         | 42902
         | 42903
         | 42904
+        | 42905
         | 43101
         | 50001
         | 50301
@@ -639,10 +641,10 @@ export interface operations {
           'application/json': components['schemas']['Error']
         }
       }
-      /** @description Error. `error` is one of: 42904: The account's pages in progress (rows, counted by `limit`) are at its bound; read them, or retry shortly; 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
+      /** @description Error. `error` is one of: 42904: The account's pages in progress (rows, counted by `limit`) are at its bound; read them, or retry shortly; 42905: The account's pages took more than its share of this busy instance's time in the last second; retry shortly; 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -833,7 +835,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -955,7 +957,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -1075,7 +1077,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -1181,7 +1183,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -1384,7 +1386,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -1504,7 +1506,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -1610,7 +1612,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -1836,7 +1838,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -1956,7 +1958,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
@@ -2078,7 +2080,7 @@ export interface operations {
       /** @description Error. `error` is one of: 42901: Too many requests; retry later; 42902: Too many requests in flight on one connection (pipelined); the connection is closed; 42903: Too many open connections from this client address; the connection is closed */
       429: {
         headers: {
-          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904: seconds to wait before asking for the page again */
+          /** @description With 42901: seconds until the limit resets; with 42903: seconds to wait before reconnecting; with 42904 or 42905: seconds to wait before asking for the page again */
           'Retry-After'?: number
           /** @description Per token and per account (each absent when turned off): `q` requests per `w` seconds, refilled continuously */
           'RateLimit-Policy'?: string
