@@ -6,8 +6,9 @@ export const SHARE_WINDOW_MS = 1000
 /**
  * Event loop utilisation at or past which the loop is busy: pages then wait while their account is over its share.
  * Half, not nearly all: an attacker kept to its share must keep the loop busy, or the shares would lapse a window
- * later and its pages come all at once again (with 0.9, another account's p50 went from 3 ms to 460 ms in
- * big-page-fairness.test.ts with a CPU burner beside it).
+ * later and its pages come all at once again. In big-page-fairness.test.ts with a CPU burner beside it, the other
+ * account's p50 was 460 ms with 0.9 and a whole even share, 55-250 ms with 0.5; with half a share, p99 104 ms with
+ * 0.9 and 57-83 ms with 0.5.
  */
 export const BUSY_UTILIZATION = 0.5
 
