@@ -219,7 +219,7 @@ export const ConfigSchema = Type.Object({
   PLANTSTORE_PAGE_SHARE_PERCENT: integer(0, 100, PAGE_BUDGET_DEFAULTS.sharePercent, {
     unit: 'percent of an even share',
     description:
-      "While the event loop is at least half busy (and for a second after), the part of an even share of its time (the last second divided among the accounts that asked for pages in it) one account's `GET /plants` pages may take, each counted from the start of its handler until its answer is made. Past it a page waits for the account's time to decay, up to 1 s and 8 pages of one account, then 429 (42905) with `Retry-After: 1`. An account alone, or on a loop with time to spare, is never kept waiting. 0 turns it off.",
+      "While the event loop is at least half busy (and for a second after), the part of an even share of its time (the last second divided among the accounts that asked for pages in it) one account's `GET /plants` pages may take, each counted as the event loop time its handler takes before its first wait (on SQLite the whole page; on PostgreSQL, which makes the page's JSON itself, little). Past it a page waits for the account's time to decay, up to 1 s and 8 pages of one account, then 429 (42905) with `Retry-After: 1`. An account alone, or on a loop with time to spare, is never kept waiting. 0 turns it off.",
   }),
   SHUTDOWN_DRAIN_SECONDS: seconds(0, {
     description:

@@ -49,7 +49,7 @@ export interface Waiter {
 /**
  * Rows of pages in progress, per account and in all: the rows a page may hold (its `limit`, not yet known how many
  * it will hold) from the moment its handler starts until the event loop's turn after its answer has been handed to
- * the socket (see pageBudgetHooks, in page-budget-hooks.ts).
+ * the socket (see pageBudgetHook, in page-budget-hook.ts).
  *
  * Accounts that do not read cannot take the process's rows from those that do: a page whose answer has waited
  * UNREAD_MS for its client is set aside. Its rows still count against its account, so that account makes no more
@@ -103,7 +103,7 @@ export class PageBudget {
     return this.#shares.now()
   }
 
-  /** Charges `account` with the time a page took from `since` (now(), when it started) to now. */
+  /** Charges `account` with the event loop time a page took from `since` (now(), when it started) to now. */
   spend(account: number, since: number): void {
     this.#shares.spend(account, this.#shares.now() - since)
   }

@@ -58,8 +58,8 @@ interface AccountTime {
  * Why: the page budget bounds an account's rows in progress, not how many pages it makes one after another. One
  * account whose clients send pages as fast as the kernel takes them had a page made on every turn of the event loop
  * (716 pages of 1,000 rows in 5 s in big-page-fairness.test.ts), and when the process had half a core, every other
- * account's request waited over a second. So the time from a page's start to its answer being sent is charged to its
- * account, decayed over SHARE_WINDOW_MS; while the loop is busy (utilisation past BUSY_UTILIZATION, and for a window
+ * account's request waited over a second. So the event loop time a page's handler takes before its first wait (on
+ * SQLite the query and the JSON) is charged to its account, decayed over SHARE_WINDOW_MS; while the loop is busy (utilisation past BUSY_UTILIZATION, and for a window
  * after), an account whose pages took more than `part` of 1/N of the window, N the accounts that started a page
  * within it, waits until its time has decayed back to its share. A loop with time to spare serves anyone as fast as
  * it can, and an account alone is never kept waiting. The price: two accounts that both ask for big pages as fast as

@@ -7,7 +7,7 @@ import { NewPlant, Plant, PlantItem } from '../schemas/plant.js'
 import { GetPlantParams, PlantParams } from '../schemas/plant-params.js'
 import { callerOf } from '../auth/caller.js'
 import type { IdempotencyHooks } from '../plugins/idempotency.js'
-import { pageBudgetHooks } from '../plugins/page-budget-hooks.js'
+import { pageBudgetHook } from '../plugins/page-budget-hook.js'
 import type { PageBudget, PageBudgetBound } from '../plugins/page-budget.js'
 import { IdempotencyHeaders, REPLAYED_HEADERS } from '../schemas/idempotency-key.js'
 import type { EventOf, PlantStore, StoredPlant } from '../storage/index.js'
@@ -81,7 +81,7 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
   const created = traced(plantCreated)
   const deleted = traced(plantDeleted)
   // A page weighs its limit: the rows it may hold, known before it is made.
-  const pageHooks = pageBudgetHooks(
+  const holdPage = pageBudgetHook(
     pageBudget,
     (request) => (request.query as ListQuery).limit ?? LIMIT_DEFAULT,
     onPageRefused,
@@ -130,10 +130,8 @@ export const plantRoutes: FastifyPluginAsyncTypebox<PlantRoutesOptions> = async 
     '/plants',
     {
       config: { scope: 'plants:read' },
-      // Route-level: after the app's preHandlers (the pipelining limit's turn), right before the handler; and the
-      // page's time charged once its answer is made.
-      preHandler: pageHooks.preHandler,
-      onSend: pageHooks.onSend,
+      // Route-level: after the app's preHandlers (the pipelining limit's turn), right before the handler.
+      preHandler: holdPage,
       schema: {
         operationId: 'listPlants',
         tags,

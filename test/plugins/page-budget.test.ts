@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import type { AddressInfo } from 'node:net'
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, test } from 'node:test'
-import Fastify from 'fastify'
+import Fastify, { type FastifyRequest } from 'fastify'
 import { declareCaller } from '../../src/auth/caller.js'
 import { registerErrorHandler } from '../../src/plugins/error-handler.js'
 import {
@@ -11,7 +11,7 @@ import {
   PageBudget,
   type PageBudgetBound,
 } from '../../src/plugins/page-budget.js'
-import { pageBudgetHooks } from '../../src/plugins/page-budget-hooks.js'
+import { pageBudgetHook } from '../../src/plugins/page-budget-hook.js'
 import { PageShares } from '../../src/plugins/page-shares.js'
 import { parsed, rawExchange } from '../helpers/raw-http.js'
 import { bearer, buildTestApp, expectServerError, type TestApp } from '../helpers/app.js'
@@ -78,7 +78,11 @@ describe('PageBudget', () => {
  */
 async function server(
   limits: { perAccount: number; perProcess: number },
-  { shares, maxWaitMs }: { shares?: PageShares; maxWaitMs?: number } = {},
+  {
+    shares,
+    maxWaitMs,
+    onHandler,
+  }: { shares?: PageShares; maxWaitMs?: number; onHandler?: (request: FastifyRequest) => void } = {},
 ) {
   const app = Fastify()
   declareCaller(app)
@@ -92,7 +96,7 @@ async function server(
     request.caller = { accountId: Number(account), accountName: account, tokenId: 't', scopes: [], expiresAt: null }
     done()
   })
-  const hooks = pageBudgetHooks(
+  const hold = pageBudgetHook(
     budget,
     (request) => Number((request.query as { rows: string }).rows),
     (bound) => {
@@ -100,7 +104,8 @@ async function server(
     },
     maxWaitMs,
   )
-  app.get('/page', { preHandler: hooks.preHandler, onSend: hooks.onSend }, async () => {
+  app.get('/page', { preHandler: hold }, async (request) => {
+    onHandler?.(request)
     started++
     await new Promise<void>((resolve) => waiting.push(resolve))
     return { page: true }
@@ -152,18 +157,18 @@ describe('the page budget on a route', () => {
   })
 
   /**
-   * A server whose event loop is always busy (on a clock the test moves) where account 1 has had a page of 600 ms and
-   * account 2 one of none: past a 100 ms census, both count, and account 1 is over its share of the window (250 ms).
+   * A server whose event loop is always busy (on a clock the test moves) where account 1's page took 600 ms of the
+   * loop before its handler's first wait (`?cost=`, the clock moved by the handler) and account 2's none: past a
+   * 100 ms census, both count, and account 1 is over its share of the window (250 ms).
    */
   async function overShare(maxWaitMs?: number) {
     const clock = { at: 0 }
     const shares = new PageShares(0.5, { now: () => clock.at, utilization: () => 1 })
-    const s = await server({ perAccount: 1000, perProcess: 5000 }, { shares, maxWaitMs })
-    const first = fetch(s.url(1, 10))
-    await until(() => s.started() === 1, "account 1's page in progress")
-    clock.at += 600
+    const onHandler = (request: FastifyRequest) => (clock.at += Number((request.query as { cost?: string }).cost ?? 0))
+    const s = await server({ perAccount: 1000, perProcess: 5000 }, { shares, maxWaitMs, onHandler })
+    const first = fetch(`${s.url(1, 10)}&cost=600`)
     const second = fetch(s.url(2, 10))
-    await until(() => s.started() === 2, "account 2's page in progress")
+    await until(() => s.started() === 2, 'both pages in progress')
     s.finish()
     assert.equal((await first).status, 200)
     assert.equal((await second).status, 200)

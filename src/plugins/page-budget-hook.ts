@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, onSendHookHandler, preHandlerHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, preHandlerHookHandler } from 'fastify'
 import { callerOf } from '../auth/caller.js'
 import type { PageBudgetLimits } from '../config.js'
 import { ApiError } from '../errors.js'
@@ -36,21 +36,15 @@ function refusal(bound: PageBudgetBound, rows: number, limits: PageBudgetLimits)
   )
 }
 
-/** The hooks a route that answers pages sets: `preHandler` holds the page's rows, `onSend` charges its time. */
-export interface PageBudgetHooks {
-  preHandler: preHandlerHookHandler
-  onSend: onSendHookHandler
-}
-
 /**
- * Hooks for a route that answers pages. The preHandler holds `rowsOf(request)` rows of the budget for the caller's
- * account from here (the last hook before the handler, after the pipelining limit has let the request's turn come)
- * until the answer is handed to the socket (`finish`) or can no longer be (`close` of the answer or of its
- * connection, as a client that goes away causes), whichever comes first, and then one turn of the event loop more.
- * A page kept out by the budget, or by its account's share of a busy event loop, waits for rows to come back or its
- * share to be free, up to `maxWaitMs` (and MOST_WAITING_PER_ACCOUNT pages of one account); then it is refused, with
- * `Retry-After` and `Connection: close`. The onSend hook charges the page's account with the time from its start
- * (the handler's) to its answer, made and about to be written.
+ * A preHandler for a route that answers pages: holds `rowsOf(request)` rows of the budget for the caller's account
+ * from here (the last hook before the handler, after the pipelining limit has let the request's turn come) until the
+ * answer is handed to the socket (`finish`) or can no longer be (`close` of the answer or of its connection, as a
+ * client that goes away causes), whichever comes first, and then one turn of the event loop more. A page kept out by
+ * the budget, or by its account's share of a busy event loop, waits for rows to come back or its share to be free,
+ * up to `maxWaitMs` (and MOST_WAITING_PER_ACCOUNT pages of one account); then it is refused, with `Retry-After` and
+ * `Connection: close`. A page let through charges its account with the event loop time its handler takes before its
+ * first wait (see `hold`).
  *
  * Why it keeps accounts apart: a handler makes its whole page at once (on SQLite synchronously), and Node serves the
  * requests that arrived together one after another. Without a bound, one account's hundreds of connections each had a
@@ -59,13 +53,12 @@ export interface PageBudgetHooks {
  * its pages in progress, so its further pages wait and are refused, not made; its share bounds how many turns in a
  * row it takes when the loop has none to spare.
  */
-export function pageBudgetHooks(
+export function pageBudgetHook(
   budget: PageBudget,
   rowsOf: (request: FastifyRequest) => number,
   onRefused?: (bound: PageBudgetBound) => void,
   maxWaitMs = MOST_WAIT_MS,
-): PageBudgetHooks {
-  const startedAt = new WeakMap<FastifyRequest, number>()
+): preHandlerHookHandler {
   const hold = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void, since: number) => {
     if (droppedWhenGone(reply, done)) return
     const socket = request.raw.socket
@@ -74,8 +67,13 @@ export function pageBudgetHooks(
     const refused = budget.take(account, rows)
     if (refused === undefined) {
       holdUntilAnswered(budget, account, rows, reply)
-      startedAt.set(request, budget.now())
-      return done()
+      // done() runs the handler up to its first wait: on SQLite the whole page, query and JSON. That is the event
+      // loop time charged; a wait for PostgreSQL, where the database makes the JSON, is not the loop's, and charging
+      // it made light accounts wait on a loaded machine (test/routes/account-isolation.test.ts got a 429).
+      const started = budget.now()
+      done()
+      budget.spend(account, started)
+      return
     }
     // A page larger than the bound itself would wait in vain.
     const mayFit = rows <= Math.min(budget.limits.perAccount, budget.limits.perProcess)
@@ -102,14 +100,7 @@ export function pageBudgetHooks(
     }
     if (waiter === undefined) refuse()
   }
-  return {
-    preHandler: (request, reply, done) => hold(request, reply, done, Date.now()),
-    onSend: (request, _reply, payload, done) => {
-      const started = startedAt.get(request)
-      if (started !== undefined) budget.spend(callerOf(request).accountId, started)
-      done(null, payload)
-    },
-  }
+  return (request, reply, done) => hold(request, reply, done, Date.now())
 }
 
 /**
