@@ -69,7 +69,8 @@ export function pageBudgetHook(
       holdUntilAnswered(budget, account, rows, reply)
       // done() runs the handler up to its first wait: on SQLite the whole page, query and JSON. That is the event
       // loop time charged; a wait for PostgreSQL, where the database makes the JSON, is not the loop's, and charging
-      // it made light accounts wait on a loaded machine (test/routes/account-isolation.test.ts got a 429).
+      // it counted light accounts as heavy on a loaded machine (test/routes/account-isolation.test.ts then failed on
+      // PostgreSQL in CI).
       const started = budget.now()
       done()
       budget.spend(account, started)

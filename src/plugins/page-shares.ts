@@ -96,7 +96,8 @@ export class PageShares {
 
   /** Counts `account` as active from now: it started a page. */
   started(account: number): void {
-    this.#timeOf(account, this.#clock.now()).seen = this.#clock.now()
+    const now = this.#clock.now()
+    this.#timeOf(account, now).seen = now
   }
 
   now(): number {
